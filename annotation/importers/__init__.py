@@ -1,0 +1,1 @@
+"""Importers and exporters for every source format Quire reads (see base.get_format)."""

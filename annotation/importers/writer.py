@@ -1,0 +1,434 @@
+"""Writes parsed units into the corpus tables in bulk, keyed by natural keys.
+
+Natural keys: a paper by (dataset, external id), a figure by (paper, file name), an item by
+(dataset, split, external id), a candidate answer by (item, system name). A row whose
+content digest matches what the source now says is left alone, so a re-import changes
+nothing and a corrected file updates rows in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.db import models, transaction
+
+from annotation.importers.images import CheckedImage, store_image
+from annotation.importers.records import (
+    CandidateRecord,
+    FigureRecord,
+    ItemRecord,
+    PaperRecord,
+    Unit,
+    figure_digest,
+    item_digest,
+    paper_digest,
+)
+from annotation.models import (
+    CandidateAnswer,
+    Dataset,
+    Evidence,
+    Figure,
+    Paper,
+    PaperCluster,
+    PaperClusterMember,
+    QAItem,
+)
+
+BATCH_ITEMS = 2000
+INSERT_BATCH = 2000
+
+
+@dataclass(slots=True)
+class WriteCounts:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    figures: int = 0
+    candidates: int = 0
+    papers: int = 0
+
+
+@dataclass(slots=True)
+class _PendingItem:
+    record: ItemRecord
+    paper_id: int | None
+    paper_key: str | None
+    digest: str
+    position: int
+    existing_id: int | None
+
+
+@dataclass(slots=True)
+class _Batch:
+    new_papers: dict[str, Paper] = field(default_factory=dict)
+    changed_papers: list[Paper] = field(default_factory=list)
+    # (paper external id, figure, position when the unit's figure list is complete)
+    figures: list[tuple[str, FigureRecord, int | None]] = field(default_factory=list)
+    items: list[tuple[str | None, ItemRecord]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class CorpusWriter:
+    """Holds the natural-key maps of one dataset and writes units into it, batch by batch."""
+
+    def __init__(
+        self,
+        *,
+        dataset: Dataset,
+        images: dict[str, CheckedImage],
+        media_root: Path,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.dataset = dataset
+        self.images = images
+        self.media_root = media_root
+        self.progress = progress
+        self.counts = WriteCounts()
+        self.written_files: list[Path] = []
+        self._papers: dict[str, tuple[int, str]] = {
+            external_id: (pk, digest)
+            for pk, external_id, digest in Paper.objects.filter(dataset=dataset).values_list(
+                "pk", "external_id", "content_hash"
+            )
+        }
+        # (paper id, file name) -> (pk, digest, position, image sha256)
+        self._figures: dict[tuple[int, str], tuple[int, str, int, str]] = {
+            (paper_id, file_name): (pk, digest, position, sha)
+            for pk, paper_id, file_name, digest, position, sha in Figure.objects.filter(
+                paper__dataset=dataset
+            ).values_list("pk", "paper_id", "file_name", "content_hash", "position", "image_sha256")
+        }
+        self._items: dict[tuple[str, str], tuple[int, str]] = {
+            (split, external_id): (pk, digest)
+            for pk, split, external_id, digest in QAItem.objects.filter(dataset=dataset).values_list(
+                "pk", "split", "external_id", "content_hash"
+            )
+        }
+        self._next_paper_position = (
+            Paper.objects.filter(dataset=dataset).aggregate(top=models.Max("position"))["top"] or 0
+        ) + 1
+        self._seen_papers: set[str] = set()
+        self._seen_figures: set[tuple[str | None, str]] = set()
+        self._figure_positions: dict[int, int] = {}
+        for paper_id, position in (
+            Figure.objects.filter(paper__dataset=dataset)
+            .values_list("paper_id")
+            .annotate(top=models.Max("position"))
+        ):
+            self._figure_positions[paper_id] = position + 1
+        self._item_position = 0
+        self._items_done = 0
+        self._cluster_links: dict[str, list[str]] = {}
+
+    def write(self, units: Iterable[Unit]) -> WriteCounts:
+        with transaction.atomic():
+            batch = _Batch()
+            for unit in units:
+                self._collect(unit, batch)
+                if len(batch) >= BATCH_ITEMS:
+                    self._flush(batch)
+                    batch = _Batch()
+            self._flush(batch)
+            self._write_clusters()
+        return self.counts
+
+    # Collecting -----------------------------------------------------------------------
+
+    def _collect(self, unit: Unit, batch: _Batch) -> None:
+        if unit.paper is not None:
+            self._collect_paper(unit.paper, batch, stub=False)
+        for related in unit.related_papers:
+            self._collect_paper(related, batch, stub=True)
+        paper_key = unit.paper.external_id if unit.paper is not None else None
+        for position, figure in enumerate(unit.figures):
+            if (paper_key, figure.file_name) in self._seen_figures:
+                continue
+            self._seen_figures.add((paper_key, figure.file_name))
+            batch.figures.append((paper_key or "", figure, position if unit.figures_complete else None))
+        batch.items.extend((paper_key, item) for item in unit.items)
+        for anchor, reference in unit.cluster_links:
+            references = self._cluster_links.setdefault(anchor, [])
+            if reference not in references:
+                references.append(reference)
+
+    def _collect_paper(self, record: PaperRecord, batch: _Batch, *, stub: bool) -> None:
+        """Queue a paper for insert or update; the first full record of a paper in a file wins."""
+        key = record.external_id
+        if key in self._seen_papers:
+            return
+        existing = self._papers.get(key)
+        if stub:
+            if existing is None and key not in batch.new_papers:
+                batch.new_papers[key] = self._paper_row(record, position=self._take_paper_position())
+            return
+        self._seen_papers.add(key)
+        digest = paper_digest(record)
+        pending = batch.new_papers.get(key)
+        if pending is not None:
+            # A stub queued earlier in this batch becomes the full record.
+            batch.new_papers[key] = self._paper_row(record, position=pending.position, digest=digest)
+        elif existing is None:
+            batch.new_papers[key] = self._paper_row(record, position=self._take_paper_position(), digest=digest)
+        elif existing[1] != digest:
+            row = self._paper_row(record, position=0, digest=digest)
+            row.pk = existing[0]
+            batch.changed_papers.append(row)
+
+    def _take_paper_position(self) -> int:
+        position = self._next_paper_position
+        self._next_paper_position += 1
+        return position
+
+    def _paper_row(self, record: PaperRecord, *, position: int, digest: str = "") -> Paper:
+        return Paper(
+            dataset=self.dataset,
+            external_id=record.external_id,
+            version=record.version,
+            title=record.title,
+            venue=record.venue,
+            year=record.year,
+            decision=record.decision,
+            url=record.url,
+            position=position,
+            content_hash=digest,
+            extra=record.extra,
+        )
+
+    # Flushing -------------------------------------------------------------------------
+
+    def _flush(self, batch: _Batch) -> None:
+        self._flush_papers(batch)
+        self._flush_figures(batch.figures)
+        pending = self._plan_items(batch.items)
+        self._flush_items(pending)
+        self._items_done += len(batch.items)
+        if self.progress is not None and batch.items:
+            self.progress(self._items_done)
+
+    def _flush_papers(self, batch: _Batch) -> None:
+        if batch.new_papers:
+            new_papers = list(batch.new_papers.values())
+            Paper.objects.bulk_create(new_papers, batch_size=INSERT_BATCH)
+            for paper in new_papers:
+                self._papers[paper.external_id] = (paper.pk, paper.content_hash)
+            self.counts.papers += len(batch.new_papers)
+        if batch.changed_papers:
+            Paper.objects.bulk_update(
+                batch.changed_papers,
+                ["version", "title", "venue", "year", "decision", "url", "content_hash", "extra"],
+                batch_size=INSERT_BATCH,
+            )
+            for paper in batch.changed_papers:
+                self._papers[paper.external_id] = (paper.pk, paper.content_hash)
+            self.counts.papers += len(batch.changed_papers)
+
+    def _flush_figures(self, figures: list[tuple[str, FigureRecord, int | None]]) -> None:
+        new: list[Figure] = []
+        changed: list[Figure] = []
+        for paper_key, record, listed_position in figures:
+            paper_id = self._papers[paper_key][0]
+            existing = self._figures.get((paper_id, record.file_name))
+            checked = self.images.get(record.image_path) if record.image_path else None
+            stored_sha = existing[3] if existing else ""
+            digest = figure_digest(record, checked.sha256 if checked else stored_sha)
+            if listed_position is not None:
+                position = listed_position
+            elif existing is not None:
+                position = existing[2]
+            else:
+                position = self._figure_positions.get(paper_id, 0)
+            self._figure_positions[paper_id] = max(self._figure_positions.get(paper_id, 0), position + 1)
+            if existing is not None and existing[1] == digest and existing[2] == position:
+                continue
+            row = Figure(
+                paper_id=paper_id,
+                file_name=record.file_name,
+                caption=record.caption,
+                content_type=record.content_type,
+                figure_type_raw=record.figure_type_raw,
+                figure_type=record.figure_type,
+                position=position,
+                content_hash=digest,
+                extra=record.extra,
+            )
+            if checked is not None:
+                self._attach_image(row, checked)
+            if existing is None:
+                new.append(row)
+            else:
+                row.pk = existing[0]
+                changed.append(row)
+        if new:
+            Figure.objects.bulk_create(new, batch_size=INSERT_BATCH)
+        if changed:
+            fields = ["caption", "content_type", "figure_type_raw", "figure_type", "position", "content_hash", "extra"]
+            # A figure given without an image (no --images this time) keeps the image it has.
+            with_image = [row for row in changed if row.image_sha256]
+            without_image = [row for row in changed if not row.image_sha256]
+            Figure.objects.bulk_update(without_image, fields, batch_size=INSERT_BATCH)
+            Figure.objects.bulk_update(
+                with_image, [*fields, "image", "image_sha256", "width", "height"], batch_size=INSERT_BATCH
+            )
+        for row in (*new, *changed):
+            stored = self._figures.get((row.paper_id, row.file_name))
+            sha = row.image_sha256 or (stored[3] if stored else "")
+            self._figures[(row.paper_id, row.file_name)] = (row.pk, row.content_hash, row.position, sha)
+        self.counts.figures += len(new) + len(changed)
+
+    def _attach_image(self, row: Figure, checked: CheckedImage) -> None:
+        if store_image(checked, self.media_root):
+            self.written_files.append(self.media_root / checked.storage_name)
+        row.image.name = checked.storage_name
+        row.image_sha256 = checked.sha256
+        row.width = checked.width
+        row.height = checked.height
+
+    def _plan_items(self, items: list[tuple[str | None, ItemRecord]]) -> list[_PendingItem]:
+        pending: list[_PendingItem] = []
+        for paper_key, record in items:
+            self._item_position += 1
+            paper_id = self._papers[paper_key][0] if paper_key is not None else None
+            digest = item_digest(record, paper_key, self._item_position)
+            existing = self._items.get((record.split, record.external_id))
+            if existing is not None and existing[1] == digest:
+                self.counts.unchanged += 1
+                continue
+            pending.append(
+                _PendingItem(
+                    record=record,
+                    paper_id=paper_id,
+                    paper_key=paper_key,
+                    digest=digest,
+                    position=self._item_position,
+                    existing_id=existing[0] if existing else None,
+                )
+            )
+        return pending
+
+    def _flush_items(self, pending: list[_PendingItem]) -> None:
+        if not pending:
+            return
+        rows = [self._item_row(entry) for entry in pending]
+        new_rows = [row for row in rows if row.pk is None]
+        changed_rows = [row for row in rows if row.pk is not None]
+        if new_rows:
+            QAItem.objects.bulk_create(new_rows, batch_size=INSERT_BATCH)
+        if changed_rows:
+            QAItem.objects.bulk_update(
+                changed_rows,
+                [
+                    "paper",
+                    "question",
+                    "answer",
+                    "answer_normalized",
+                    "has_reference_answer",
+                    "answers",
+                    "rationale",
+                    "position",
+                    "line",
+                    "content_hash",
+                    "extra",
+                ],
+                batch_size=INSERT_BATCH,
+            )
+            changed_ids = [row.pk for row in changed_rows]
+            Evidence.objects.filter(item_id__in=changed_ids).delete()
+        self.counts.created += len(new_rows)
+        self.counts.updated += len(changed_rows)
+        for entry, row in zip(pending, rows, strict=True):
+            self._items[(entry.record.split, entry.record.external_id)] = (row.pk, entry.digest)
+        self._write_evidence(pending, rows)
+        self._write_candidates(pending, rows)
+
+    def _item_row(self, entry: _PendingItem) -> QAItem:
+        record = entry.record
+        row = QAItem(
+            dataset=self.dataset,
+            paper_id=entry.paper_id,
+            split=record.split,
+            external_id=record.external_id,
+            question=record.question,
+            answer=record.answer,
+            answer_normalized=record.answer_normalized,
+            has_reference_answer=record.has_reference_answer,
+            answers=record.answers,
+            rationale=record.rationale,
+            position=entry.position,
+            line=record.line,
+            content_hash=entry.digest,
+            extra=record.extra,
+        )
+        row.pk = entry.existing_id
+        return row
+
+    def _write_evidence(self, pending: list[_PendingItem], rows: list[QAItem]) -> None:
+        links: list[Evidence] = []
+        for entry, row in zip(pending, rows, strict=True):
+            for position, file_name in enumerate(entry.record.evidence):
+                figure = self._figures[(entry.paper_id or 0, file_name)]
+                links.append(Evidence(item_id=row.pk, figure_id=figure[0], position=position))
+        if links:
+            Evidence.objects.bulk_create(links, batch_size=INSERT_BATCH)
+
+    def _write_candidates(self, pending: list[_PendingItem], rows: list[QAItem]) -> None:
+        changed_ids = [row.pk for entry, row in zip(pending, rows, strict=True) if entry.existing_id is not None]
+        existing: dict[tuple[int, str], CandidateAnswer] = {}
+        if changed_ids:
+            for candidate in CandidateAnswer.objects.filter(
+                item_id__in=changed_ids, origin=CandidateAnswer.Origin.IMPORT
+            ):
+                existing[(candidate.item_id, candidate.system_name)] = candidate
+        new: list[CandidateAnswer] = []
+        changed: list[CandidateAnswer] = []
+        for entry, row in zip(pending, rows, strict=True):
+            for position, record in enumerate(entry.record.candidates):
+                current = existing.pop((row.pk, record.system_name), None)
+                if current is None:
+                    new.append(self._candidate_row(row.pk, position, record))
+                elif (current.text, current.extra, current.position) != (record.text, record.extra, position):
+                    current.text, current.extra, current.position = record.text, record.extra, position
+                    changed.append(current)
+        if new:
+            CandidateAnswer.objects.bulk_create(new, batch_size=INSERT_BATCH)
+        if changed:
+            CandidateAnswer.objects.bulk_update(changed, ["text", "extra", "position"], batch_size=INSERT_BATCH)
+        if existing:
+            # The corrected source no longer has these imported answers.
+            CandidateAnswer.objects.filter(pk__in=[c.pk for c in existing.values()]).delete()
+        self.counts.candidates += len(new) + len(changed)
+
+    @staticmethod
+    def _candidate_row(item_id: int, position: int, record: CandidateRecord) -> CandidateAnswer:
+        return CandidateAnswer(
+            item_id=item_id,
+            system_name=record.system_name,
+            text=record.text,
+            origin=CandidateAnswer.Origin.IMPORT,
+            position=position,
+            extra=record.extra,
+        )
+
+    def _write_clusters(self) -> None:
+        if not self._cluster_links:
+            return
+        clusters = {
+            cluster.anchor_id: cluster
+            for cluster in PaperCluster.objects.filter(dataset=self.dataset)
+        }
+        missing = [
+            PaperCluster(dataset=self.dataset, anchor_id=self._papers[anchor][0])
+            for anchor in self._cluster_links
+            if self._papers[anchor][0] not in clusters
+        ]
+        PaperCluster.objects.bulk_create(missing)
+        clusters.update({cluster.anchor_id: cluster for cluster in missing})
+        members = [
+            PaperClusterMember(cluster=clusters[self._papers[anchor][0]], paper_id=self._papers[reference][0])
+            for anchor, references in self._cluster_links.items()
+            for reference in references
+        ]
+        PaperClusterMember.objects.bulk_create(members, ignore_conflicts=True)
