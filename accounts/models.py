@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-from typing import ClassVar
-
-from django.contrib.auth.models import AbstractUser, UserManager
+from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models.functions import Lower
 
@@ -16,8 +14,6 @@ class User(AbstractUser):
 
     email = models.EmailField("email address")
     display_name = models.CharField(max_length=150, blank=True)
-
-    objects: ClassVar[UserManager[User]] = UserManager()
 
     class Meta:
         constraints = [

@@ -152,6 +152,9 @@ class Evidence(models.Model):
             models.UniqueConstraint(fields=["item", "figure"], name="evidence_item_figure_unique"),
         ]
 
+    def __str__(self) -> str:
+        return f"figure {self.figure_id} for item {self.item_id}"
+
 
 class CandidateAnswer(models.Model):
     """A model's (or a person's) answer to an item, to be rated or judged."""
@@ -202,6 +205,9 @@ class PaperClusterMember(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["cluster", "paper"], name="cluster_member_unique"),
         ]
+
+    def __str__(self) -> str:
+        return f"paper {self.paper_id} in cluster {self.cluster_id}"
 
 
 class Role(models.TextChoices):

@@ -53,11 +53,11 @@ def export_items(dataset: Dataset, split: str) -> Iterator[ExportItem]:
         by_id = {row.id: row for row in rows}
         for item_id in chunk:
             row = by_id[item_id]
-            links = sorted(row.ordered_evidence, key=lambda link: link.position)  # type: ignore[attr-defined]
+            links = sorted(row.ordered_evidence, key=lambda link: link.position)
             yield ExportItem(
                 item=row,
                 evidence=[link.figure.file_name for link in links],
-                candidates=list(row.imported_candidates),  # type: ignore[attr-defined]
+                candidates=list(row.imported_candidates),
             )
 
 

@@ -149,13 +149,11 @@ def _write_import(
         _remove_files(writer)
         raise
     summary = _summary(dataset_name, handler_name)
-    summary.update(
-        created=counts.created,
-        updated=counts.updated,
-        unchanged=counts.unchanged,
-        figures=counts.figures,
-        candidates=counts.candidates,
-    )
+    summary["created"] = counts.created
+    summary["updated"] = counts.updated
+    summary["unchanged"] = counts.unchanged
+    summary["figures"] = counts.figures
+    summary["candidates"] = counts.candidates
     return summary
 
 
@@ -202,7 +200,7 @@ def import_job_create(
     )
     from annotation.tasks import import_job_run_task
 
-    import_job_run_task.delay_on_commit(job.pk)
+    transaction.on_commit(lambda: import_job_run_task.delay(job.pk))
     return job
 
 
@@ -235,7 +233,9 @@ def import_job_run(*, job_id: int) -> ImportJob | None:
         )
     except Exception:
         logger.exception("import job %s crashed", job_id)
-        summary = _summary(job.dataset_name, job.source_format, [Issue("file", "", "the import crashed; see the worker log")])
+        summary = _summary(
+            job.dataset_name, job.source_format, [Issue("file", "", "the import crashed; see the worker log")]
+        )
     job.result = dict(summary)
     job.status = ImportJob.Status.FAILED if summary["errors"] else ImportJob.Status.DONE
     job.finished_at = timezone.now()

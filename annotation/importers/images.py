@@ -63,7 +63,9 @@ def check_image(path: Path, *, max_pixels: int, max_bytes: int) -> CheckedImage:
         raise ImageRejected(f"image {path.name} is {size:,} bytes; the limit is {max_bytes:,}")
     width, height, image_format = _open_checked(path, max_pixels=max_pixels)
     if image_format not in ALLOWED_FORMATS:
-        raise ImageRejected(f"image {path.name} is {image_format or 'of unknown format'}; allowed: PNG, JPEG, GIF, WEBP")
+        raise ImageRejected(
+            f"image {path.name} is {image_format or 'of unknown format'}; allowed: PNG, JPEG, GIF, WEBP"
+        )
     return CheckedImage(
         source=path,
         sha256=_sha256(path),
@@ -90,7 +92,9 @@ def _open_checked(path: Path, *, max_pixels: int) -> tuple[int, int, str]:
         except ImageRejected:
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-            raise ImageRejected(f"image {path.name} is too large to decode safely (a possible decompression bomb)") from None
+            raise ImageRejected(
+                f"image {path.name} is too large to decode safely (a possible decompression bomb)"
+            ) from None
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
             raise ImageRejected(f"{path.name} is not a readable image ({error.__class__.__name__})") from None
     return width, height, image_format

@@ -115,9 +115,7 @@ def digest(*parts: JSONValue) -> str:
 
 
 def paper_digest(paper: PaperRecord) -> str:
-    return digest(
-        paper.version, paper.title, paper.venue, paper.year, paper.decision, paper.url, paper.extra
-    )
+    return digest(paper.version, paper.title, paper.venue, paper.year, paper.decision, paper.url, paper.extra)
 
 
 def figure_digest(figure: FigureRecord, image_sha256: str) -> str:

@@ -49,7 +49,9 @@ def validate_units(
         for item in unit.items:
             key = (item.split, item.external_id)
             if key in item_keys:
-                result.add(Issue(unit.location, "id", f"duplicate item key {item.external_id!r} in split {item.split!r}"))
+                result.add(
+                    Issue(unit.location, "id", f"duplicate item key {item.external_id!r} in split {item.split!r}")
+                )
             item_keys.add(key)
         result.items += len(unit.items)
         if images_root is not None:

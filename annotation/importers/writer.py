@@ -115,9 +115,7 @@ class CorpusWriter:
         self._seen_figures: set[tuple[str | None, str]] = set()
         self._figure_positions: dict[int, int] = {}
         for paper_id, position in (
-            Figure.objects.filter(paper__dataset=dataset)
-            .values_list("paper_id")
-            .annotate(top=models.Max("position"))
+            Figure.objects.filter(paper__dataset=dataset).values_list("paper_id").annotate(top=models.Max("position"))
         ):
             self._figure_positions[paper_id] = position + 1
         self._item_position = 0
@@ -415,10 +413,7 @@ class CorpusWriter:
     def _write_clusters(self) -> None:
         if not self._cluster_links:
             return
-        clusters = {
-            cluster.anchor_id: cluster
-            for cluster in PaperCluster.objects.filter(dataset=self.dataset)
-        }
+        clusters = {cluster.anchor_id: cluster for cluster in PaperCluster.objects.filter(dataset=self.dataset)}
         missing = [
             PaperCluster(dataset=self.dataset, anchor_id=self._papers[anchor][0])
             for anchor in self._cluster_links

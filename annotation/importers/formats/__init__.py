@@ -1,5 +1,9 @@
-"""One module per source format; importing this package registers them all."""
+"""One module per source format; importing this package imports (and so registers) them all."""
 
-from annotation.importers.formats import spiqa
+from __future__ import annotations
 
-__all__ = ["spiqa"]
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

@@ -79,7 +79,8 @@ class SpiqaFormat:
                 context.meta["layouts"] = {context.split or layout: layout}
             elif found != layout:
                 raise ImportFailed(
-                    f"paper {paper_id!r} is in the {found} layout but earlier papers are {layout}; one file holds one split",
+                    f"paper {paper_id!r} is in the {found} layout but earlier papers are {layout}; "
+                    "one file holds one split",
                     location=f"paper {paper_id!r}",
                 )
             split = context.split or layout
@@ -209,7 +210,9 @@ def _parallel_lists(unit: Unit, value: dict[str, Any], keys: tuple[str, ...]) ->
     return lists
 
 
-def _evidence(unit: Unit, label: str, referred: Any, known: set[str], listed: list[FigureRecord], *, image: str) -> list[str]:
+def _evidence(
+    unit: Unit, label: str, referred: Any, known: set[str], listed: list[FigureRecord], *, image: str
+) -> list[str]:
     """Evidence names without repeats; a referred image the paper does not list is added unlisted."""
     if not isinstance(referred, list) or not all(isinstance(name, str) for name in referred):
         unit.error(label, "expected a list of file names")
@@ -248,7 +251,10 @@ def _parse_b(unit: Unit, paper_id: str, value: dict[str, Any], split: str) -> No
             continue
         unit.figures.append(
             FigureRecord(
-                file_name=file_name, caption=caption, content_type=content_type_from_name(file_name), image_path=file_name
+                file_name=file_name,
+                caption=caption,
+                content_type=content_type_from_name(file_name),
+                image_path=file_name,
             )
         )
     lists = _parallel_lists(unit, value, _B_LISTS)
@@ -326,7 +332,9 @@ def _parse_c(unit: Unit, paper_id: str, value: dict[str, Any], split: str) -> No
             unit.error(f"answer{label}", f"expected a QASPER answer object, found {json_type(answer)}")
             continue
         gold, usable = gold_answer_c(answer)
-        names = _evidence(unit, f"referred_figures_tables{label}", referred, known, unit.figures, image=f"{folder}/{{name}}")
+        names = _evidence(
+            unit, f"referred_figures_tables{label}", referred, known, unit.figures, image=f"{folder}/{{name}}"
+        )
         unit.items.append(
             ItemRecord(
                 external_id=f"{paper_id}/{key}",
@@ -352,7 +360,9 @@ def _export_c(group: ExportPaper) -> dict[str, Any]:
         "referred_figures_tables": [
             entry.item.extra.get("referred_figures_tables", entry.evidence) for entry in group.items
         ],
-        "figures_and_tables": [{"file": figure.file_name, "caption": figure.caption, **figure.extra} for figure in listed],
+        "figures_and_tables": [
+            {"file": figure.file_name, "caption": figure.caption, **figure.extra} for figure in listed
+        ],
     }
 
 

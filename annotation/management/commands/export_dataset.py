@@ -42,7 +42,11 @@ class Command(BaseCommand):
             raise CommandError(str(failure)) from None
         except FileNotFoundError as error:
             raise CommandError(f"cannot write {out}: {error.strerror}") from None
-        self.stdout.write(json.dumps({"dataset": dataset.name, "format": source_format, "split": split, "items": count, "out": str(out)}))
+        self.stdout.write(
+            json.dumps(
+                {"dataset": dataset.name, "format": source_format, "split": split, "items": count, "out": str(out)}
+            )
+        )
 
 
 def _only_split(dataset: Dataset) -> str | None:
