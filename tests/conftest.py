@@ -21,13 +21,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "browser: needs Chromium (apt-get install chromium)")
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
+def _missing_service(item: pytest.Item) -> str | None:
     if item.get_closest_marker("postgres") and connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: set DATABASE_URL=postgres://user:pass@127.0.0.1:5432/quire (see README)")
+        return "needs PostgreSQL: set DATABASE_URL=postgres://user:pass@127.0.0.1:5432/quire (see README)"
     if item.get_closest_marker("redis") and not os.environ.get("CELERY_BROKER_URL", "").startswith("redis"):
-        pytest.skip("needs Redis: set CELERY_BROKER_URL=redis://127.0.0.1:6379/0 (see README)")
+        return "needs Redis: set CELERY_BROKER_URL=redis://127.0.0.1:6379/0 (see README)"
     if item.get_closest_marker("browser") and not chromium_available():
-        pytest.skip("needs Chromium: apt-get install chromium, or set QUIRE_CHROMIUM to its path")
+        return "needs Chromium: apt-get install chromium, or set QUIRE_CHROMIUM to its path"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    reason = _missing_service(item)
+    if reason is None:
+        return
+    # CI sets QUIRE_REQUIRE_SERVICES so that a missing service fails the run instead of skipping.
+    if os.environ.get("QUIRE_REQUIRE_SERVICES"):
+        pytest.fail(f"QUIRE_REQUIRE_SERVICES is set but a service is missing: {reason}")
+    pytest.skip(reason)
 
 
 @pytest.fixture(autouse=True)

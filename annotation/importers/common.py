@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import ijson
 
-from annotation.importers.records import ImportFailed, Unit
+from annotation.importers.records import ImportFailed, Issue, Unit
 
 _ARXIV_VERSION = re.compile(r"^(?P<base>.+?)(?P<version>v\d+)$")
 
@@ -45,6 +46,9 @@ def iter_json_object(path: Path, *, what: str) -> Iterator[tuple[str, Any]]:
         found = "an empty file" if not start else f"a file starting with {start.decode(errors='replace')!r}"
         raise ImportFailed(f"{what} is one JSON object keyed by paper id; this is {found}")
     with path.open("rb") as handle:
+        # first_byte looked past a byte-order mark; ijson would reject it.
+        if handle.read(3) != b"\xef\xbb\xbf":
+            handle.seek(0)
         try:
             yield from ijson.kvitems(handle, "", use_float=True)
         except ijson.JSONError as error:
@@ -109,6 +113,8 @@ def json_type(value: Any) -> str:
 
 def without(record: dict[str, Any], *keys: str) -> dict[str, Any]:
     """The record's fields that have no column: they go to ``extra``."""
+    if len(record) <= len(keys) and all(key in keys for key in record):
+        return {}
     return {key: value for key, value in record.items() if key not in keys}
 
 
@@ -134,3 +140,104 @@ def write_json_lines(out: IO[bytes], records: Iterator[dict[str, Any]]) -> int:
         out.write(b"\n")
         count += 1
     return count
+
+
+# JSON Lines or JSON array records, shared by the QAEval and generic JSON formats --------------
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class JsonRecord:
+    """One record of a JSON Lines file or a JSON array: where it is, and its object or its problem."""
+
+    location: str
+    # Line number in a JSON Lines file, 1-based position in an array.
+    number: int
+    is_line: bool
+    value: dict[str, Any] | None
+    error: str | None
+
+    @property
+    def fallback_key(self) -> str:
+        """The natural key of a record that has no id of its own."""
+        return f"line-{self.number}" if self.is_line else f"item-{self.number}"
+
+
+def json_container(path: Path, *, what: str) -> str:
+    """'array' when the first non-blank byte is '[', 'lines' when it is '{'."""
+    start = first_byte(path)
+    if start == b"[":
+        return "array"
+    if start == b"{":
+        return "lines"
+    found = "an empty file" if not start else f"a file starting with {start.decode(errors='replace')!r}"
+    raise ImportFailed(f"{what} holds JSON Lines (one object per line) or a JSON array of objects; this is {found}")
+
+
+def iter_json_records(path: Path, *, container: str, what: str) -> Iterator[JsonRecord]:
+    if container == "array":
+        yield from _json_array_records(path)
+    else:
+        yield from _json_lines_records(path, what=what)
+
+
+def _json_lines_records(path: Path, *, what: str) -> Iterator[JsonRecord]:
+    first = True
+    for number, value, error in iter_json_lines(path):
+        if first and error is not None:
+            # A first line that is no JSON object means another format (a pretty-printed JSON
+            # object, say); listing every following line as broken would bury that.
+            raise ImportFailed(f"{error}; {what} holds one JSON object per line", location=f"line {number}")
+        first = False
+        yield JsonRecord(f"line {number}", number, True, value, error)
+
+
+def _json_array_records(path: Path) -> Iterator[JsonRecord]:
+    position = 0
+    with path.open("rb") as handle:
+        # ijson rejects a byte-order mark.
+        if handle.read(len(_UTF8_BOM)) != _UTF8_BOM:
+            handle.seek(0)
+        try:
+            for position, value in enumerate(ijson.items(handle, "item", use_float=True), start=1):
+                error = None if isinstance(value, dict) else f"expected a JSON object, found {json_type(value)}"
+                yield JsonRecord(f"item {position}", position, False, value if error is None else None, error)
+        except (ijson.JSONError, UnicodeDecodeError) as failure:
+            raise ImportFailed(_array_failure(failure), location=f"after item {position}") from None
+
+
+def _array_failure(failure: Exception) -> str:
+    text = str(failure)
+    if isinstance(failure, UnicodeDecodeError) or "invalid bytes in UTF8" in text:
+        return "the file is not UTF-8 text"
+    return f"malformed JSON: {_ijson_message(failure)}"
+
+
+def ordered_like(record: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """The record with ``keys`` (a source file's field order) first, then any others."""
+    return {key: record[key] for key in keys if key in record} | record
+
+
+def write_json_array(out: IO[bytes], records: Iterator[dict[str, Any]]) -> int:
+    out.write(b"[")
+    count = 0
+    for record in records:
+        out.write(b",\n" if count else b"\n")
+        out.write(json.dumps(record, ensure_ascii=False).encode())
+        count += 1
+    out.write(b"\n]\n")
+    return count
+
+
+def failed_at(message: str, *, location: str, field: str) -> ImportFailed:
+    """An ImportFailed whose issue names a field (a mapping key, a CSV column)."""
+    failure = ImportFailed(message, location=location)
+    failure.issue = Issue(location=location, field=field, message=message)
+    return failure
+
+
+def check_length(unit: Unit, field: str, value: str, limit: int) -> None:
+    """Database columns have limits that SQLite ignores and PostgreSQL enforces mid-write."""
+    if len(value) > limit:
+        unit.error(field, f"longer than {limit} characters")

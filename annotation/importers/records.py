@@ -8,7 +8,6 @@ and items (SPIQA), or one line of a line-based file. A unit that failed validati
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,9 +108,12 @@ class Unit:
 
 
 def digest(*parts: JSONValue) -> str:
-    """A short stable digest of JSON-able values: equal content gives an equal digest."""
-    encoded = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.blake2b(encoded.encode("utf-8"), digest_size=16).hexdigest()
+    """A short digest of parsed values: the same source text always gives the same digest.
+
+    ``repr`` of plain JSON values is deterministic (dicts keep the file's key order) and
+    several times cheaper than ``json.dumps``; this runs once per row of every import.
+    """
+    return hashlib.blake2b(repr(parts).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def paper_digest(paper: PaperRecord) -> str:

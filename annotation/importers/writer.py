@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.db import models, transaction
+from django.utils import timezone
 
+from annotation.importers.bulk import db_datetime, insert_rows, json_text
 from annotation.importers.images import CheckedImage, store_image
 from annotation.importers.records import (
     CandidateRecord,
@@ -36,8 +38,26 @@ from annotation.models import (
     QAItem,
 )
 
-BATCH_ITEMS = 2000
+BATCH_ITEMS = 5000
 INSERT_BATCH = 2000
+_PAPER_COLUMNS = [
+    "dataset_id", "external_id", "version", "title", "venue", "year", "decision", "url",
+    "position", "content_hash", "extra",
+]  # fmt: skip
+_FIGURE_COLUMNS = [
+    "paper_id", "file_name", "image", "image_sha256", "width", "height", "caption", "content_type",
+    "figure_type_raw", "figure_type", "position", "content_hash", "extra",
+]  # fmt: skip
+_ITEM_COLUMNS = [
+    "dataset_id", "paper_id", "split", "external_id", "question", "answer", "answer_normalized",
+    "has_reference_answer", "answers", "rationale", "position", "line", "content_hash", "extra",
+    "created_at", "updated_at",
+]  # fmt: skip
+_ITEM_UPDATE_FIELDS = [
+    "paper", "question", "answer", "answer_normalized", "has_reference_answer", "answers", "rationale",
+    "position", "line", "content_hash", "extra", "updated_at",
+]  # fmt: skip
+_CANDIDATE_COLUMNS = ["item_id", "system_name", "text", "origin", "position", "extra", "created_at"]
 
 
 @dataclass(slots=True)
@@ -62,7 +82,8 @@ class _PendingItem:
 
 @dataclass(slots=True)
 class _Batch:
-    new_papers: dict[str, Paper] = field(default_factory=dict)
+    # external id -> (record or None for a stub, position, digest)
+    new_papers: dict[str, tuple[PaperRecord, int, str]] = field(default_factory=dict)
     changed_papers: list[Paper] = field(default_factory=list)
     # (paper external id, figure, position when the unit's figure list is complete)
     figures: list[tuple[str, FigureRecord, int | None]] = field(default_factory=list)
@@ -161,16 +182,16 @@ class CorpusWriter:
         existing = self._papers.get(key)
         if stub:
             if existing is None and key not in batch.new_papers:
-                batch.new_papers[key] = self._paper_row(record, position=self._take_paper_position())
+                batch.new_papers[key] = (record, self._take_paper_position(), "")
             return
         self._seen_papers.add(key)
         digest = paper_digest(record)
         pending = batch.new_papers.get(key)
         if pending is not None:
             # A stub queued earlier in this batch becomes the full record.
-            batch.new_papers[key] = self._paper_row(record, position=pending.position, digest=digest)
+            batch.new_papers[key] = (record, pending[1], digest)
         elif existing is None:
-            batch.new_papers[key] = self._paper_row(record, position=self._take_paper_position(), digest=digest)
+            batch.new_papers[key] = (record, self._take_paper_position(), digest)
         elif existing[1] != digest:
             row = self._paper_row(record, position=0, digest=digest)
             row.pk = existing[0]
@@ -209,11 +230,16 @@ class CorpusWriter:
 
     def _flush_papers(self, batch: _Batch) -> None:
         if batch.new_papers:
-            new_papers = list(batch.new_papers.values())
-            Paper.objects.bulk_create(new_papers, batch_size=INSERT_BATCH)
-            for paper in new_papers:
-                self._papers[paper.external_id] = (paper.pk, paper.content_hash)
-            self.counts.papers += len(batch.new_papers)
+            entries = list(batch.new_papers.values())
+            rows = [
+                (self.dataset.pk, r.external_id, r.version, r.title, r.venue, r.year, r.decision, r.url)
+                + (position, digest, json_text(r.extra))
+                for r, position, digest in entries
+            ]
+            ids = insert_rows(Paper, _PAPER_COLUMNS, rows)
+            for new_id, (record, _, digest) in zip(ids, entries, strict=True):
+                self._papers[record.external_id] = (new_id, digest)
+            self.counts.papers += len(rows)
         if batch.changed_papers:
             Paper.objects.bulk_update(
                 batch.changed_papers,
@@ -225,7 +251,7 @@ class CorpusWriter:
             self.counts.papers += len(batch.changed_papers)
 
     def _flush_figures(self, figures: list[tuple[str, FigureRecord, int | None]]) -> None:
-        new: list[Figure] = []
+        new: list[tuple[int, FigureRecord, int, str, CheckedImage | None]] = []
         changed: list[Figure] = []
         for paper_key, record, listed_position in figures:
             paper_id = self._papers[paper_key][0]
@@ -240,50 +266,78 @@ class CorpusWriter:
             else:
                 position = self._figure_positions.get(paper_id, 0)
             self._figure_positions[paper_id] = max(self._figure_positions.get(paper_id, 0), position + 1)
-            if existing is not None and existing[1] == digest and existing[2] == position:
-                continue
-            row = Figure(
-                paper_id=paper_id,
-                file_name=record.file_name,
-                caption=record.caption,
-                content_type=record.content_type,
-                figure_type_raw=record.figure_type_raw,
-                figure_type=record.figure_type,
-                position=position,
-                content_hash=digest,
-                extra=record.extra,
-            )
-            if checked is not None:
-                self._attach_image(row, checked)
             if existing is None:
-                new.append(row)
-            else:
-                row.pk = existing[0]
-                changed.append(row)
-        if new:
-            Figure.objects.bulk_create(new, batch_size=INSERT_BATCH)
-        if changed:
-            fields = ["caption", "content_type", "figure_type_raw", "figure_type", "position", "content_hash", "extra"]
-            # A figure given without an image (no --images this time) keeps the image it has.
-            with_image = [row for row in changed if row.image_sha256]
-            without_image = [row for row in changed if not row.image_sha256]
-            Figure.objects.bulk_update(without_image, fields, batch_size=INSERT_BATCH)
-            Figure.objects.bulk_update(
-                with_image, [*fields, "image", "image_sha256", "width", "height"], batch_size=INSERT_BATCH
-            )
-        for row in (*new, *changed):
-            stored = self._figures.get((row.paper_id, row.file_name))
-            sha = row.image_sha256 or (stored[3] if stored else "")
-            self._figures[(row.paper_id, row.file_name)] = (row.pk, row.content_hash, row.position, sha)
+                new.append((paper_id, record, position, digest, checked))
+            elif existing[1] != digest or existing[2] != position:
+                changed.append(self._changed_figure(existing[0], paper_id, record, position, digest, checked))
+        self._insert_figures(new)
+        self._update_figures(changed)
         self.counts.figures += len(new) + len(changed)
 
-    def _attach_image(self, row: Figure, checked: CheckedImage) -> None:
+    def _insert_figures(self, new: list[tuple[int, FigureRecord, int, str, CheckedImage | None]]) -> None:
+        rows = []
+        for paper_id, r, position, digest, checked in new:
+            image = self._store(checked) if checked else None
+            rows.append(
+                (paper_id, r.file_name, image.storage_name if image else "", image.sha256 if image else "")
+                + (image.width if image else None, image.height if image else None, r.caption, r.content_type)
+                + (r.figure_type_raw, r.figure_type, position, digest, json_text(r.extra))
+            )
+        ids = insert_rows(Figure, _FIGURE_COLUMNS, rows)
+        for new_id, (paper_id, record, position, digest, checked) in zip(ids, new, strict=True):
+            sha = checked.sha256 if checked else ""
+            self._figures[(paper_id, record.file_name)] = (new_id, digest, position, sha)
+
+    def _changed_figure(
+        self,
+        pk: int,
+        paper_id: int,
+        record: FigureRecord,
+        position: int,
+        digest: str,
+        checked: CheckedImage | None,
+    ) -> Figure:
+        row = Figure(
+            pk=pk,
+            paper_id=paper_id,
+            file_name=record.file_name,
+            caption=record.caption,
+            content_type=record.content_type,
+            figure_type_raw=record.figure_type_raw,
+            figure_type=record.figure_type,
+            position=position,
+            content_hash=digest,
+            extra=record.extra,
+        )
+        if checked is not None:
+            self._store(checked)
+            row.image.name = checked.storage_name
+            row.image_sha256 = checked.sha256
+            row.width, row.height = checked.width, checked.height
+        return row
+
+    def _update_figures(self, changed: list[Figure]) -> None:
+        fields = ["caption", "content_type", "figure_type_raw", "figure_type", "position", "content_hash", "extra"]
+        # A figure given without an image (no --images this time) keeps the image it has.
+        with_image = [row for row in changed if row.image_sha256]
+        without_image = [row for row in changed if not row.image_sha256]
+        Figure.objects.bulk_update(without_image, fields, batch_size=INSERT_BATCH)
+        Figure.objects.bulk_update(
+            with_image, [*fields, "image", "image_sha256", "width", "height"], batch_size=INSERT_BATCH
+        )
+        for row in changed:
+            stored = self._figures[(row.paper_id, row.file_name)]
+            self._figures[(row.paper_id, row.file_name)] = (
+                row.pk,
+                row.content_hash,
+                row.position,
+                row.image_sha256 or stored[3],
+            )
+
+    def _store(self, checked: CheckedImage) -> CheckedImage:
         if store_image(checked, self.media_root):
             self.written_files.append(self.media_root / checked.storage_name)
-        row.image.name = checked.storage_name
-        row.image_sha256 = checked.sha256
-        row.width = checked.width
-        row.height = checked.height
+        return checked
 
     def _plan_items(self, items: list[tuple[str | None, ItemRecord]]) -> list[_PendingItem]:
         pending: list[_PendingItem] = []
@@ -310,41 +364,33 @@ class CorpusWriter:
     def _flush_items(self, pending: list[_PendingItem]) -> None:
         if not pending:
             return
-        rows = [self._item_row(entry) for entry in pending]
-        new_rows = [row for row in rows if row.pk is None]
-        changed_rows = [row for row in rows if row.pk is not None]
-        if new_rows:
-            QAItem.objects.bulk_create(new_rows, batch_size=INSERT_BATCH)
-        if changed_rows:
-            QAItem.objects.bulk_update(
-                changed_rows,
-                [
-                    "paper",
-                    "question",
-                    "answer",
-                    "answer_normalized",
-                    "has_reference_answer",
-                    "answers",
-                    "rationale",
-                    "position",
-                    "line",
-                    "content_hash",
-                    "extra",
-                ],
-                batch_size=INSERT_BATCH,
-            )
-            changed_ids = [row.pk for row in changed_rows]
-            Evidence.objects.filter(item_id__in=changed_ids).delete()
-        self.counts.created += len(new_rows)
-        self.counts.updated += len(changed_rows)
-        for entry, row in zip(pending, rows, strict=True):
-            self._items[(entry.record.split, entry.record.external_id)] = (row.pk, entry.digest)
-        self._write_evidence(pending, rows)
-        self._write_candidates(pending, rows)
+        new = [entry for entry in pending if entry.existing_id is None]
+        changed = [entry for entry in pending if entry.existing_id is not None]
+        now = db_datetime(timezone.now())
+        rows = [
+            (self.dataset.pk, e.paper_id, e.record.split, e.record.external_id, e.record.question, e.record.answer)
+            + (e.record.answer_normalized, e.record.has_reference_answer, json_text(e.record.answers))
+            + (e.record.rationale, e.position, e.record.line, e.digest, json_text(e.record.extra), now, now)
+            for e in new
+        ]
+        item_ids = insert_rows(QAItem, _ITEM_COLUMNS, rows)
+        for entry, new_id in zip(new, item_ids, strict=True):
+            entry.existing_id = new_id
+        if changed:
+            QAItem.objects.bulk_update([self._item_row(entry) for entry in changed], _ITEM_UPDATE_FIELDS)
+            Evidence.objects.filter(item_id__in=[entry.existing_id for entry in changed]).delete()
+        self.counts.created += len(new)
+        self.counts.updated += len(changed)
+        for entry in pending:
+            assert entry.existing_id is not None
+            self._items[(entry.record.split, entry.record.external_id)] = (entry.existing_id, entry.digest)
+        self._write_evidence(pending)
+        self._write_candidates(new, changed)
 
     def _item_row(self, entry: _PendingItem) -> QAItem:
         record = entry.record
-        row = QAItem(
+        return QAItem(
+            pk=entry.existing_id,
             dataset=self.dataset,
             paper_id=entry.paper_id,
             split=record.split,
@@ -360,44 +406,52 @@ class CorpusWriter:
             content_hash=entry.digest,
             extra=record.extra,
         )
-        row.pk = entry.existing_id
-        return row
 
-    def _write_evidence(self, pending: list[_PendingItem], rows: list[QAItem]) -> None:
-        links: list[Evidence] = []
-        for entry, row in zip(pending, rows, strict=True):
-            for position, file_name in enumerate(entry.record.evidence):
-                figure = self._figures[(entry.paper_id or 0, file_name)]
-                links.append(Evidence(item_id=row.pk, figure_id=figure[0], position=position))
-        if links:
-            Evidence.objects.bulk_create(links, batch_size=INSERT_BATCH)
+    def _write_evidence(self, pending: list[_PendingItem]) -> None:
+        rows = [
+            (entry.existing_id, self._figures[(entry.paper_id or 0, file_name)][0], position)
+            for entry in pending
+            for position, file_name in enumerate(entry.record.evidence)
+        ]
+        insert_rows(Evidence, ["item_id", "figure_id", "position"], rows)
 
-    def _write_candidates(self, pending: list[_PendingItem], rows: list[QAItem]) -> None:
-        changed_ids = [row.pk for entry, row in zip(pending, rows, strict=True) if entry.existing_id is not None]
-        existing: dict[tuple[int, str], CandidateAnswer] = {}
-        if changed_ids:
+    def _write_candidates(self, new: list[_PendingItem], changed: list[_PendingItem]) -> None:
+        now = db_datetime(timezone.now())
+        rows = [
+            (entry.existing_id, c.system_name, c.text, CandidateAnswer.Origin.IMPORT.value, position)
+            + (json_text(c.extra), now)
+            for entry in new
+            for position, c in enumerate(entry.record.candidates)
+        ]
+        insert_rows(CandidateAnswer, _CANDIDATE_COLUMNS, rows)
+        self.counts.candidates += len(rows)
+        if changed:
+            self._update_candidates(changed)
+
+    def _update_candidates(self, changed: list[_PendingItem]) -> None:
+        existing: dict[tuple[int, str], CandidateAnswer] = {
+            (candidate.item_id, candidate.system_name): candidate
             for candidate in CandidateAnswer.objects.filter(
-                item_id__in=changed_ids, origin=CandidateAnswer.Origin.IMPORT
-            ):
-                existing[(candidate.item_id, candidate.system_name)] = candidate
+                item_id__in=[entry.existing_id for entry in changed], origin=CandidateAnswer.Origin.IMPORT
+            )
+        }
         new: list[CandidateAnswer] = []
-        changed: list[CandidateAnswer] = []
-        for entry, row in zip(pending, rows, strict=True):
+        updated: list[CandidateAnswer] = []
+        for entry in changed:
+            assert entry.existing_id is not None
             for position, record in enumerate(entry.record.candidates):
-                current = existing.pop((row.pk, record.system_name), None)
+                current = existing.pop((entry.existing_id, record.system_name), None)
                 if current is None:
-                    new.append(self._candidate_row(row.pk, position, record))
+                    new.append(self._candidate_row(entry.existing_id, position, record))
                 elif (current.text, current.extra, current.position) != (record.text, record.extra, position):
                     current.text, current.extra, current.position = record.text, record.extra, position
-                    changed.append(current)
-        if new:
-            CandidateAnswer.objects.bulk_create(new, batch_size=INSERT_BATCH)
-        if changed:
-            CandidateAnswer.objects.bulk_update(changed, ["text", "extra", "position"], batch_size=INSERT_BATCH)
+                    updated.append(current)
+        CandidateAnswer.objects.bulk_create(new, batch_size=INSERT_BATCH)
+        CandidateAnswer.objects.bulk_update(updated, ["text", "extra", "position"], batch_size=INSERT_BATCH)
         if existing:
             # The corrected source no longer has these imported answers.
             CandidateAnswer.objects.filter(pk__in=[c.pk for c in existing.values()]).delete()
-        self.counts.candidates += len(new) + len(changed)
+        self.counts.candidates += len(new) + len(updated)
 
     @staticmethod
     def _candidate_row(item_id: int, position: int, record: CandidateRecord) -> CandidateAnswer:
