@@ -1,0 +1,113 @@
+"""The demo: every fixture in fixtures/ loaded through the real importers, plus demo people.
+
+Loading twice changes nothing: importers are idempotent by natural keys, and people,
+projects and memberships are matched by email and name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+
+from accounts.models import User
+from annotation.models import Dataset, Project, ProjectMembership, Role
+from annotation.services import ImportSummary, dataset_import
+
+FIXTURES = Path(settings.BASE_DIR) / "fixtures"
+# A local-only demo password, printed by `make run`; load_demo refuses to run in production.
+DEMO_PASSWORD = "quire-demo"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoImport:
+    dataset: str
+    source_format: str
+    path: str
+    images: str | None = None
+    split: str | None = None
+    mapping: str | None = None
+
+
+DEMO_IMPORTS = [
+    DemoImport("SPIQA demo", "spiqa", "spiqa/test-A/SPIQA_testA.json", "spiqa/test-A/SPIQA_testA_Images"),
+    DemoImport("SPIQA demo", "spiqa", "spiqa/test-B/SPIQA_testB.json", "spiqa/test-B/SPIQA_testB_Images"),
+    DemoImport("SPIQA demo", "spiqa", "spiqa/test-C/SPIQA_testC.json", "spiqa/test-C/SPIQA_testC_Images"),
+    DemoImport("M3SciQA demo", "m3sciqa", "m3sciqa/locality.jsonl", "m3sciqa/images"),
+    DemoImport("M3SciQA demo", "m3sciqa", "m3sciqa/combined_val.jsonl", "m3sciqa/images"),
+    DemoImport("SciDQA demo", "scidqa", "scidqa/scidqa.xlsx"),
+    DemoImport("QAScore demo", "qascore", "qaeval/qascore.jsonl"),
+    DemoImport("QAExtract demo", "qaextract", "qaeval/qaextract.jsonl"),
+    DemoImport("Generic CSV demo", "csv", "generic/questions.csv", mapping="generic/questions.mapping.json"),
+]
+
+# (email, display name, staff?, role in every demo project or None)
+DEMO_PEOPLE = [
+    ("admin@quire.local", "Site Admin", True, None),
+    ("lead@quire.local", "Lea Lead", False, Role.LEAD),
+    ("annotator1@quire.local", "Ann Annotator", False, Role.ANNOTATOR),
+    ("annotator2@quire.local", "Andy Annotator", False, Role.ANNOTATOR),
+    ("reviewer@quire.local", "Rita Reviewer", False, Role.REVIEWER),
+]
+
+DEMO_PROJECTS = [
+    ("SPIQA test-A filtering", "SPIQA demo", "spiqa_filter"),
+    ("QAScore rating", "QAScore demo", "qascore_rating"),
+]
+
+
+class DemoFailed(Exception):
+    pass
+
+
+def demo_load() -> list[ImportSummary]:
+    """Load the demo datasets, people and projects; raises DemoFailed if any import fails."""
+    if settings.PRODUCTION:
+        raise ImproperlyConfigured("the demo (with its published password) is not loaded in production")
+    summaries = [_import(entry) for entry in DEMO_IMPORTS]
+    _people_and_projects()
+    return summaries
+
+
+def _import(entry: DemoImport) -> ImportSummary:
+    mapping = json.loads((FIXTURES / entry.mapping).read_text(encoding="utf-8")) if entry.mapping else None
+    summary = dataset_import(
+        path=FIXTURES / entry.path,
+        source_format=entry.source_format,
+        dataset_name=entry.dataset,
+        split=entry.split,
+        images_dir=FIXTURES / entry.images if entry.images else None,
+        mapping=mapping,
+    )
+    if summary["errors"]:
+        raise DemoFailed(f"{entry.path}: {summary['errors'][:3]}")
+    return summary
+
+
+@transaction.atomic
+def _people_and_projects() -> None:
+    people: list[tuple[User, Role | None]] = []
+    for email, name, staff, role in DEMO_PEOPLE:
+        user = User.objects.filter(email=email).first()
+        if user is None:
+            user = User(username=email, email=email, display_name=name, is_staff=staff, is_superuser=staff)
+            user.set_password(DEMO_PASSWORD)
+            user.save()
+        people.append((user, role))
+    admin = people[0][0]
+    for project_name, dataset_name, workflow in DEMO_PROJECTS:
+        project, _ = Project.objects.get_or_create(
+            name=project_name,
+            defaults={
+                "dataset": Dataset.objects.get(name=dataset_name),
+                "workflow": workflow,
+                "created_by": admin,
+            },
+        )
+        for user, role in people:
+            if role is not None:
+                ProjectMembership.objects.get_or_create(project=project, user=user, defaults={"role": role})
