@@ -52,6 +52,9 @@ def iter_json_object(path: Path, *, what: str) -> Iterator[tuple[str, Any]]:
         try:
             yield from ijson.kvitems(handle, "", use_float=True)
         except ijson.JSONError as error:
+            # The C backend reports bad UTF-8 as a JSON error (with the raw bytes), not a decode error.
+            if "invalid bytes in UTF8" in str(error):
+                raise ImportFailed("the file is not UTF-8 text") from None
             raise ImportFailed(f"malformed JSON: {_ijson_message(error)}") from None
         except UnicodeDecodeError:
             raise ImportFailed("the file is not UTF-8 text") from None
@@ -204,7 +207,8 @@ def _json_array_records(path: Path) -> Iterator[JsonRecord]:
                 error = None if isinstance(value, dict) else f"expected a JSON object, found {json_type(value)}"
                 yield JsonRecord(f"item {position}", position, False, value if error is None else None, error)
         except (ijson.JSONError, UnicodeDecodeError) as failure:
-            raise ImportFailed(_array_failure(failure), location=f"after item {position}") from None
+            # The parser fails inside the element after the last one it completed.
+            raise ImportFailed(_array_failure(failure), location=f"item {position + 1}") from None
 
 
 def _array_failure(failure: Exception) -> str:

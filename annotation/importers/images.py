@@ -48,7 +48,11 @@ def resolve_inside(root: Path, relative: str) -> Path:
     if ".." in posix.parts:
         raise ImageRejected(f"image path {relative!r} contains '..' and could leave the images directory")
     root_resolved = root.resolve()
-    candidate = (root_resolved / Path(*posix.parts)).resolve()
+    try:
+        candidate = (root_resolved / Path(*posix.parts)).resolve()
+    except (RuntimeError, OSError):
+        # A symlink loop (RuntimeError before Python 3.13, OSError after).
+        raise ImageRejected(f"image path {relative!r} cannot be resolved (a symlink loop?)") from None
     if not candidate.is_relative_to(root_resolved):
         raise ImageRejected(f"image path {relative!r} resolves outside the images directory")
     return candidate
@@ -56,9 +60,14 @@ def resolve_inside(root: Path, relative: str) -> Path:
 
 def check_image(path: Path, *, max_pixels: int, max_bytes: int) -> CheckedImage:
     """Validate one image file and hash it; raises ``ImageRejected`` with a readable reason."""
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+        size = path.stat().st_size if is_file else 0
+    except OSError as error:
+        # A name too long for the file system, say: the data is wrong, not the import.
+        raise ImageRejected(f"image file {path.name[:100]!r} cannot be read ({error.strerror})") from None
+    if not is_file:
         raise ImageRejected(f"image file not found: {path.name}")
-    size = path.stat().st_size
     if size > max_bytes:
         raise ImageRejected(f"image {path.name} is {size:,} bytes; the limit is {max_bytes:,}")
     width, height, image_format = _open_checked(path, max_pixels=max_pixels)
@@ -89,6 +98,10 @@ def _open_checked(path: Path, *, max_pixels: int) -> tuple[int, int, str]:
                     )
                 image_format = image.format or ""
                 image.verify()
+            # verify() checks structure and checksums only; decoding every pixel (bounded by
+            # the pixel limit above) also catches damaged image data.
+            with Image.open(path) as image:
+                image.load()
         except ImageRejected:
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):

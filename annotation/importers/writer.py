@@ -405,6 +405,8 @@ class CorpusWriter:
             line=record.line,
             content_hash=entry.digest,
             extra=record.extra,
+            # bulk_update writes the listed fields as they are; auto_now does not fill this in.
+            updated_at=timezone.now(),
         )
 
     def _write_evidence(self, pending: list[_PendingItem]) -> None:

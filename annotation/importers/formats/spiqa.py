@@ -281,13 +281,19 @@ def _parse_b(unit: Unit, paper_id: str, value: dict[str, Any], split: str) -> No
         )
 
 
+def _question_keys(group: ExportPaper) -> list[str]:
+    """Item ids are '<paper id>/<question key>'; an old-style arXiv id ('hep-th/9901001') has a '/' too."""
+    prefix = f"{group.paper.external_id}/"
+    return [entry.item.external_id.removeprefix(prefix) for entry in group.items]
+
+
 def _export_b(group: ExportPaper) -> dict[str, Any]:
     listed = [figure for figure in group.figures if not figure.extra.get("unlisted")]
     return {
         **group.paper.extra,
         "question": [entry.item.question for entry in group.items],
         "composition": [entry.item.answer for entry in group.items],
-        "question_key": [entry.item.external_id.split("/", 1)[1] for entry in group.items],
+        "question_key": _question_keys(group),
         "referred_figures_tables": [
             entry.item.extra.get("referred_figures_tables", entry.evidence) for entry in group.items
         ],
@@ -356,7 +362,7 @@ def _export_c(group: ExportPaper) -> dict[str, Any]:
         **group.paper.extra,
         "question": [entry.item.question for entry in group.items],
         "answer": [entry.item.extra["answer"] for entry in group.items],
-        "question_key": [entry.item.external_id.split("/", 1)[1] for entry in group.items],
+        "question_key": _question_keys(group),
         "referred_figures_tables": [
             entry.item.extra.get("referred_figures_tables", entry.evidence) for entry in group.items
         ],

@@ -30,7 +30,7 @@ class Command(BaseCommand):
             raise CommandError(f"no dataset named {options['dataset']!r}")
         source_format = options["source_format"] or dataset.source_format
         split = options["split"] or _only_split(dataset)
-        out: Path = options["out"]
+        out = Path(options["out"])
         try:
             handler = get_format(source_format)
             # Write beside the target and rename, so a failed export never leaves half a file.

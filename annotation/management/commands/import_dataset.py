@@ -26,13 +26,14 @@ class Command(BaseCommand):
         parser.add_argument("--mapping", type=Path, default=None, help="JSON field mapping (jsonl / csv formats).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        mapping = _read_mapping(options["mapping"]) if options["mapping"] else None
+        # call_command passes options as given (text, not Path), so convert here.
+        mapping = _read_mapping(Path(options["mapping"])) if options["mapping"] else None
         summary = dataset_import(
-            path=options["path"],
+            path=Path(options["path"]),
             source_format=options["source_format"],
             dataset_name=options["dataset"],
             split=options["split"],
-            images_dir=options["images"],
+            images_dir=Path(options["images"]) if options["images"] else None,
             mapping=mapping,
         )
         for error in summary["errors"]:
