@@ -65,6 +65,11 @@ def _ijson_message(error: Exception) -> str:
     return text.splitlines()[0][:300]
 
 
+def _reject_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity; JSON (and PostgreSQL's jsonb) does not.
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
     """Yield (line number, object, error) for each non-blank line of a JSON Lines file."""
     with path.open("rb") as handle:
@@ -74,12 +79,15 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, st
             if not raw.strip():
                 continue
             try:
-                value = json.loads(raw)
+                value = json.loads(raw, parse_constant=_reject_constant)
             except UnicodeDecodeError:
                 yield number, None, "the line is not UTF-8 text"
                 continue
             except json.JSONDecodeError as error:
                 yield number, None, f"malformed JSON: {error.msg} at column {error.colno}"
+                continue
+            except ValueError as error:
+                yield number, None, f"malformed JSON: {error}"
                 continue
             if not isinstance(value, dict):
                 yield number, None, f"expected a JSON object, found {type(value).__name__}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from django.db import models, transaction
 from django.utils import timezone
 
-from annotation.importers.bulk import db_datetime, insert_rows, json_text
+from annotation.importers.bulk import RowSink, db_datetime, json_text
 from annotation.importers.images import CheckedImage, store_image
 from annotation.importers.records import (
     CandidateRecord,
@@ -39,6 +39,7 @@ from annotation.models import (
 )
 
 BATCH_ITEMS = 5000
+PROGRESS_EVERY = 20_000
 INSERT_BATCH = 2000
 _PAPER_COLUMNS = [
     "dataset_id", "external_id", "version", "title", "venue", "year", "decision", "url",
@@ -96,6 +97,8 @@ class _Batch:
 class CorpusWriter:
     """Holds the natural-key maps of one dataset and writes units into it, batch by batch."""
 
+    _sink: RowSink  # made inside the write transaction
+
     def __init__(
         self,
         *,
@@ -145,14 +148,20 @@ class CorpusWriter:
 
     def write(self, units: Iterable[Unit]) -> WriteCounts:
         with transaction.atomic():
-            batch = _Batch()
-            for unit in units:
-                self._collect(unit, batch)
-                if len(batch) >= BATCH_ITEMS:
-                    self._flush(batch)
-                    batch = _Batch()
-            self._flush(batch)
+            self._sink = RowSink()
+            try:
+                batch = _Batch()
+                for unit in units:
+                    self._collect(unit, batch)
+                    if len(batch) >= BATCH_ITEMS:
+                        self._flush(batch)
+                        batch = _Batch()
+                self._flush(batch)
+            finally:
+                self._sink.close()
             self._write_clusters()
+            if self.progress is not None:
+                self.progress(self._items_done)
         return self.counts
 
     # Collecting -----------------------------------------------------------------------
@@ -224,8 +233,11 @@ class CorpusWriter:
         self._flush_figures(batch.figures)
         pending = self._plan_items(batch.items)
         self._flush_items(pending)
+        reported = self._items_done // PROGRESS_EVERY
         self._items_done += len(batch.items)
-        if self.progress is not None and batch.items:
+        if self.progress is not None and self._items_done // PROGRESS_EVERY > reported:
+            # The callback may query the database, which must wait for the rows in flight.
+            self._sink.drain()
             self.progress(self._items_done)
 
     def _flush_papers(self, batch: _Batch) -> None:
@@ -236,11 +248,12 @@ class CorpusWriter:
                 + (position, digest, json_text(r.extra))
                 for r, position, digest in entries
             ]
-            ids = insert_rows(Paper, _PAPER_COLUMNS, rows)
+            ids = self._sink.insert(Paper, _PAPER_COLUMNS, rows)
             for new_id, (record, _, digest) in zip(ids, entries, strict=True):
                 self._papers[record.external_id] = (new_id, digest)
             self.counts.papers += len(rows)
         if batch.changed_papers:
+            self._sink.drain()
             Paper.objects.bulk_update(
                 batch.changed_papers,
                 ["version", "title", "venue", "year", "decision", "url", "content_hash", "extra"],
@@ -283,7 +296,7 @@ class CorpusWriter:
                 + (image.width if image else None, image.height if image else None, r.caption, r.content_type)
                 + (r.figure_type_raw, r.figure_type, position, digest, json_text(r.extra))
             )
-        ids = insert_rows(Figure, _FIGURE_COLUMNS, rows)
+        ids = self._sink.insert(Figure, _FIGURE_COLUMNS, rows)
         for new_id, (paper_id, record, position, digest, checked) in zip(ids, new, strict=True):
             sha = checked.sha256 if checked else ""
             self._figures[(paper_id, record.file_name)] = (new_id, digest, position, sha)
@@ -317,6 +330,9 @@ class CorpusWriter:
         return row
 
     def _update_figures(self, changed: list[Figure]) -> None:
+        if not changed:
+            return
+        self._sink.drain()
         fields = ["caption", "content_type", "figure_type_raw", "figure_type", "position", "content_hash", "extra"]
         # A figure given without an image (no --images this time) keeps the image it has.
         with_image = [row for row in changed if row.image_sha256]
@@ -373,10 +389,11 @@ class CorpusWriter:
             + (e.record.rationale, e.position, e.record.line, e.digest, json_text(e.record.extra), now, now)
             for e in new
         ]
-        item_ids = insert_rows(QAItem, _ITEM_COLUMNS, rows)
+        item_ids = self._sink.insert(QAItem, _ITEM_COLUMNS, rows)
         for entry, new_id in zip(new, item_ids, strict=True):
             entry.existing_id = new_id
         if changed:
+            self._sink.drain()
             QAItem.objects.bulk_update([self._item_row(entry) for entry in changed], _ITEM_UPDATE_FIELDS)
             Evidence.objects.filter(item_id__in=[entry.existing_id for entry in changed]).delete()
         self.counts.created += len(new)
@@ -415,7 +432,7 @@ class CorpusWriter:
             for entry in pending
             for position, file_name in enumerate(entry.record.evidence)
         ]
-        insert_rows(Evidence, ["item_id", "figure_id", "position"], rows)
+        self._sink.insert(Evidence, ["item_id", "figure_id", "position"], rows)
 
     def _write_candidates(self, new: list[_PendingItem], changed: list[_PendingItem]) -> None:
         now = db_datetime(timezone.now())
@@ -425,12 +442,13 @@ class CorpusWriter:
             for entry in new
             for position, c in enumerate(entry.record.candidates)
         ]
-        insert_rows(CandidateAnswer, _CANDIDATE_COLUMNS, rows)
+        self._sink.insert(CandidateAnswer, _CANDIDATE_COLUMNS, rows)
         self.counts.candidates += len(rows)
         if changed:
             self._update_candidates(changed)
 
     def _update_candidates(self, changed: list[_PendingItem]) -> None:
+        self._sink.drain()
         existing: dict[tuple[int, str], CandidateAnswer] = {
             (candidate.item_id, candidate.system_name): candidate
             for candidate in CandidateAnswer.objects.filter(
