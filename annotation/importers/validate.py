@@ -1,4 +1,4 @@
-"""The first pass of an import: check every unit and every image, write nothing."""
+"""The first pass of an import: check every unit and every image, write nothing (reads no rows)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,24 @@ from pathlib import Path
 
 from annotation.importers.images import CheckedImage, ImageRejected, check_image, resolve_inside
 from annotation.importers.records import Issue, Unit
+from annotation.models import CandidateAnswer, Figure, Paper, QAItem
 
 MAX_LISTED_ISSUES = 200
+
+
+def _max_length(model: type[Paper | Figure | QAItem | CandidateAnswer], field_name: str) -> int:
+    length = model._meta.get_field(field_name).max_length  # type: ignore[union-attr]
+    assert isinstance(length, int)
+    return length
+
+
+# Column widths, read from the models so the check can never drift from the schema: a value
+# too long would otherwise fail half-way through the write on PostgreSQL.
+_PAPER_LIMITS = {name: _max_length(Paper, name) for name in ("external_id", "version", "venue", "decision", "url")}
+_FIGURE_LIMITS = {name: _max_length(Figure, name) for name in ("file_name", "figure_type_raw", "figure_type")}
+_ITEM_LIMITS = {name: _max_length(QAItem, name) for name in ("split", "external_id")}
+_SYSTEM_NAME_LIMIT = _max_length(CandidateAnswer, "system_name")
+_CONTENT_TYPES = {"figure", "table"}
 
 
 @dataclass(slots=True)
@@ -40,7 +56,8 @@ def validate_units(
     rejected_images: dict[str, str] = {}
     for unit in units:
         result.units += 1
-        for issue in unit.errors:
+        # A unit the parser already refused holds placeholders: report the parser's reasons only.
+        for issue in unit.errors or _schema_issues(unit):
             result.add(issue)
         if unit.paper is not None and unit.figures_complete:
             if unit.paper.external_id in complete_papers:
@@ -59,6 +76,39 @@ def validate_units(
         if progress is not None and result.units % 1000 == 0:
             progress(result.items)
     return result
+
+
+def _schema_issues(unit: Unit) -> list[Issue]:
+    """What the database would refuse: over-long values, figures with no paper to belong to."""
+    issues: list[Issue] = []
+
+    def check(record: object, limits: dict[str, int], label: str) -> None:
+        for name, limit in limits.items():
+            value = getattr(record, name)
+            if len(value) > limit:
+                issues.append(Issue(unit.location, f"{label}{name}", f"{len(value)} characters; at most {limit}"))
+
+    for paper in [unit.paper, *unit.related_papers]:
+        if paper is not None:
+            check(paper, _PAPER_LIMITS, "paper ")
+            if not paper.external_id.strip():
+                issues.append(Issue(unit.location, "paper id", "empty"))
+    if unit.figures and unit.paper is None:
+        issues.append(Issue(unit.location, "figure", "a figure needs a paper to belong to"))
+    for figure in unit.figures:
+        check(figure, _FIGURE_LIMITS, "figure ")
+        if figure.content_type not in _CONTENT_TYPES:
+            issues.append(Issue(unit.location, "figure content_type", f"{figure.content_type!r} is not figure/table"))
+    for item in unit.items:
+        check(item, _ITEM_LIMITS, "")
+        if not item.external_id.strip() or not item.split.strip():
+            issues.append(Issue(unit.location, "id" if item.split.strip() else "split", "empty"))
+        issues.extend(
+            Issue(unit.location, "candidate system", f"{len(c.system_name)} characters; at most {_SYSTEM_NAME_LIMIT}")
+            for c in item.candidates
+            if len(c.system_name) > _SYSTEM_NAME_LIMIT
+        )
+    return issues
 
 
 def _check_unit_images(

@@ -337,7 +337,7 @@ class ScidqaRejectedInputTests(ScidqaTestCase):
     def test_a_value_json_can_only_spell_as_nan_is_refused(self) -> None:
         path = self.write_lines("test.jsonl", ['{"id": 1, "pid": "p", "que": "q?", "ans": "A: a", "rid": NaN}'])
 
-        self.assert_refused(path, "line 1", "rid", "not a usable value")
+        self.assert_refused(path, "line 1", "", "NaN is not a JSON value")
 
     def test_a_malformed_json_line_is_refused_naming_the_line(self) -> None:
         path = self.write_lines("test.jsonl", [ROWS[0], ROWS[1], '{"id": 3, "que": '])
