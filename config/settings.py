@@ -216,7 +216,11 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Longer than any task's hard time limit, so a running task is never handed to a second worker.
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 4 * 3600, minimum=60)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+# Redis (and SQS) redeliver an unacknowledged task after the visibility timeout. The embedded
+# SQLAlchemy transport hands transport options to create_engine(), which refuses this one.
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {} if CELERY_BROKER_URL.startswith("sqla+") else {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 LOGGING = {
