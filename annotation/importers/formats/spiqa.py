@@ -18,6 +18,7 @@ from annotation.importers.common import (
     json_type,
     normalise_figure_type,
     require_str,
+    require_texts,
     without,
     write_json_object,
 )
@@ -26,6 +27,8 @@ from annotation.models import Dataset
 from annotation.selectors import ExportPaper, export_papers
 
 LAYOUT_A, LAYOUT_B, LAYOUT_C = "test-A", "test-B", "test-C"
+_A_FIGURE_KEYS = ("caption", "content_type", "figure_type")
+_A_QA_KEYS = ("question", "answer", "explanation", "reference")
 _B_LISTS = ("question", "composition", "question_key", "referred_figures_tables")
 _C_LISTS = ("question", "answer", "question_key", "referred_figures_tables")
 
@@ -126,20 +129,18 @@ def _parse_a(unit: Unit, paper_id: str, value: dict[str, Any], split: str) -> No
         if not isinstance(figure, dict):
             unit.error(f"all_figures.{file_name}", f"expected an object, found {json_type(figure)}")
             continue
-        label = f"all_figures.{file_name}"
-        content_type = require_str(unit, figure, "content_type", label=f"{label}.content_type")
-        if content_type and content_type not in ("figure", "table"):
-            unit.error(f"{label}.content_type", f"expected 'figure' or 'table', found {content_type!r}")
-        raw_type = require_str(unit, figure, "figure_type", label=f"{label}.figure_type")
+        caption, content_type, raw_type = require_texts(unit, figure, _A_FIGURE_KEYS, "all_figures.", file_name)
+        if content_type not in ("figure", "table") and content_type:
+            unit.error(f"all_figures.{file_name}.content_type", f"expected 'figure' or 'table', found {content_type!r}")
         unit.figures.append(
             FigureRecord(
                 file_name=file_name,
-                caption=require_str(unit, figure, "caption", label=f"{label}.caption"),
+                caption=caption,
                 content_type=content_type or "figure",
                 figure_type_raw=raw_type,
                 figure_type=normalise_figure_type(raw_type),
                 image_path=f"{paper_id}/{file_name}",
-                extra=without(figure, "caption", "content_type", "figure_type"),
+                extra=without(figure, *_A_FIGURE_KEYS),
             )
         )
     entries = value["qa"]
@@ -147,25 +148,23 @@ def _parse_a(unit: Unit, paper_id: str, value: dict[str, Any], split: str) -> No
         unit.error("qa", f"expected a list, found {json_type(entries)}")
         return
     for index, entry in enumerate(entries):
-        label = f"qa[{index}]"
         if not isinstance(entry, dict):
-            unit.error(label, f"expected an object, found {json_type(entry)}")
+            unit.error(f"qa[{index}]", f"expected an object, found {json_type(entry)}")
             continue
-        reference = require_str(unit, entry, "reference", label=f"{label}.reference")
+        question, answer, explanation, reference = require_texts(unit, entry, _A_QA_KEYS, "qa[", str(index), "]")
         if reference and reference not in figures:
-            unit.error(f"{label}.reference", f"{reference!r} is not in this paper's all_figures")
-        answer = require_str(unit, entry, "answer", label=f"{label}.answer")
+            unit.error(f"qa[{index}].reference", f"{reference!r} is not in this paper's all_figures")
         unit.items.append(
             ItemRecord(
                 external_id=f"{paper_id}/{index}",
                 split=split,
-                question=require_str(unit, entry, "question", label=f"{label}.question"),
+                question=question,
                 answer=answer,
                 answer_normalized=answer.strip(),
                 answers=[answer],
-                rationale=require_str(unit, entry, "explanation", label=f"{label}.explanation"),
+                rationale=explanation,
                 evidence=[reference] if reference in figures else [],
-                extra=without(entry, "question", "answer", "explanation", "reference"),
+                extra=without(entry, *_A_QA_KEYS),
             )
         )
 
