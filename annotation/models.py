@@ -266,16 +266,37 @@ class ImportJob(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
+    class Phase(models.TextChoices):
+        WAITING = "", "Waiting for a worker"
+        UNPACK = "unpack", "Unpacking images"
+        VALIDATE = "validate", "Checking records"
+        WRITE = "write", "Writing items"
+        FINISHED = "finished", "Finished"
+
     dataset_name = models.CharField(max_length=200)
     source_format = models.CharField(max_length=20, choices=SourceFormat.choices)
     split = models.CharField(max_length=50, blank=True)
     upload = models.CharField(max_length=500, help_text="Path of the uploaded file under IMPORT_UPLOAD_ROOT.")
     original_name = models.CharField(max_length=300)
+    images_archive = models.CharField(
+        max_length=500, blank=True, help_text="Path of the uploaded ZIP of images under IMPORT_UPLOAD_ROOT."
+    )
     mapping = models.JSONField(null=True, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    phase = models.CharField(max_length=20, choices=Phase.choices, default=Phase.WAITING, blank=True)
+    # What the progress bar counts depends on the phase: ZIP members while unpacking, items
+    # while checking (total unknown until the pass ends) and items while writing.
     records_done = models.PositiveIntegerField(default=0)
     records_total = models.PositiveIntegerField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
+    dataset = models.ForeignKey(
+        Dataset,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="import_jobs",
+        help_text="Set on success.",
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -290,3 +311,8 @@ class ImportJob(models.Model):
 
     def __str__(self) -> str:
         return f"import of {self.original_name} into {self.dataset_name}"
+
+    @property
+    def is_active(self) -> bool:
+        """Queued or running: the job page keeps polling."""
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)

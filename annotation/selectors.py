@@ -5,9 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from django.core.paginator import Page, Paginator
 from django.db.models import Count, Prefetch, QuerySet
 
-from annotation.models import CandidateAnswer, Dataset, Evidence, Figure, Paper, QAItem
+from accounts.models import User
+from annotation.models import (
+    CandidateAnswer,
+    Dataset,
+    Evidence,
+    Figure,
+    ImportJob,
+    Paper,
+    ProjectMembership,
+    QAItem,
+)
 
 EXPORT_CHUNK = 2000
 
@@ -98,3 +109,54 @@ def _figures_from(paper: Paper, dataset: Dataset) -> dict[int, list[Figure]]:
 def dataset_items(dataset: Dataset, *, split: str | None = None) -> QuerySet[QAItem]:
     items = QAItem.objects.filter(dataset=dataset).select_related("paper").order_by("split", "position", "id")
     return items.filter(split=split) if split else items
+
+
+ITEMS_PER_PAGE = 50
+
+
+@dataclass(slots=True)
+class ItemDetail:
+    """Everything the item page shows beyond the item and its paper."""
+
+    evidence: list[Figure]
+    figures: list[Figure]
+    candidates: list[CandidateAnswer]
+
+
+def memberships_of(user: User) -> list[ProjectMembership]:
+    """The user's projects with their role and dataset, by project name."""
+    return list(
+        ProjectMembership.objects.filter(user=user).select_related("project__dataset").order_by("project__name")
+    )
+
+
+def datasets_with_item_counts(datasets: QuerySet[Dataset]) -> QuerySet[Dataset]:
+    return datasets.annotate(item_count=Count("items")).order_by("name")
+
+
+def dataset_paper_count(dataset: Dataset) -> int:
+    return Paper.objects.filter(dataset=dataset).count()
+
+
+def dataset_item_page(dataset: Dataset, *, split: str, query: str, page_number: str | None) -> Page[QAItem]:
+    """One page of a dataset's items in source order, optionally of one split and matching a question."""
+    items = dataset_items(dataset, split=split or None).only(
+        "id", "split", "external_id", "question", "has_reference_answer", "paper", "paper__external_id"
+    )
+    if query:
+        items = items.filter(question__icontains=query)
+    return Paginator(items, ITEMS_PER_PAGE).get_page(page_number)
+
+
+def item_detail(item: QAItem) -> ItemDetail:
+    """The item's evidence figures in source order, all its paper's figures, and its candidate answers."""
+    evidence = [
+        link.figure for link in Evidence.objects.filter(item=item).select_related("figure").order_by("position", "id")
+    ]
+    figures = list(Figure.objects.filter(paper_id=item.paper_id).order_by("position", "id")) if item.paper_id else []
+    candidates = list(CandidateAnswer.objects.filter(item=item).order_by("position", "system_name"))
+    return ItemDetail(evidence=evidence, figures=figures, candidates=candidates)
+
+
+def import_jobs_recent(user: User, *, limit: int = 10) -> list[ImportJob]:
+    return list(ImportJob.objects.filter(created_by=user).order_by("-created_at")[:limit])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
@@ -17,6 +20,15 @@ from annotation.importers.records import ImportFailed, Issue
 from annotation.importers.validate import validate_units
 from annotation.importers.writer import CorpusWriter
 from annotation.models import Dataset, ImportJob
+from annotation.uploads import (
+    UploadRejected,
+    folder_remove,
+    job_folder_create,
+    safe_file_name,
+    save_chunks,
+    zip_check,
+    zip_extract,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +72,9 @@ def dataset_import(
     """Import one source file into a dataset: validate everything first, then write all or nothing.
 
     Returns the summary the command prints; ``errors`` is non-empty exactly when nothing
-    was written. ``progress(phase, items)`` is called during the "validate" and "write" phases.
+    was written. ``progress(phase, items)`` is called during the "validate" and "write" phases,
+    and once with "validated" and the number of items to write when validation passed, so a
+    progress bar knows the write phase's total.
     """
     dataset_name = dataset_name.strip()
     try:
@@ -84,6 +98,8 @@ def dataset_import(
         return _summary(dataset_name, source_format, issues)
     if validation.items == 0:
         return _summary(dataset_name, source_format, [Issue("file", "", "the file holds no records")])
+    if progress is not None:
+        progress("validated", validation.items)
     return _write_import(
         handler_name=source_format,
         dataset_name=dataset_name,
@@ -179,6 +195,43 @@ def _remove_files(writer: CorpusWriter | None) -> None:
         stored.unlink(missing_ok=True)
 
 
+def import_upload_create(
+    *,
+    created_by: User,
+    dataset_name: str,
+    source_format: str,
+    data_file: UploadedFile,
+    images_zip: UploadedFile | None = None,
+    split: str = "",
+    mapping: dict[str, Any] | None = None,
+) -> ImportJob:
+    """Keep an uploaded data file (and ZIP of images) in a private folder and queue its import.
+
+    Raises ``UploadRejected`` if the saved ZIP is unsafe; then nothing is kept.
+    """
+    root = Path(settings.IMPORT_UPLOAD_ROOT)
+    folder = job_folder_create(root)
+    try:
+        upload = save_chunks(data_file.chunks(), folder / safe_file_name(data_file.name or "upload"))
+        archive = None
+        if images_zip is not None:
+            archive = save_chunks(images_zip.chunks(), folder / "images.zip")
+            zip_check(archive)
+        return import_job_create(
+            created_by=created_by,
+            dataset_name=dataset_name,
+            source_format=source_format,
+            upload=upload,
+            original_name=data_file.name or upload.name,
+            split=split,
+            mapping=mapping,
+            images_archive=archive,
+        )
+    except BaseException:
+        folder_remove(folder, root=root)
+        raise
+
+
 def import_job_create(
     *,
     created_by: User,
@@ -188,20 +241,47 @@ def import_job_create(
     original_name: str,
     split: str = "",
     mapping: dict[str, Any] | None = None,
+    images_archive: Path | None = None,
 ) -> ImportJob:
+    """Record an import job and run it on a worker once the surrounding transaction commits."""
     job = ImportJob.objects.create(
         created_by=created_by,
         dataset_name=dataset_name.strip(),
         source_format=source_format,
         upload=str(upload),
+        images_archive=str(images_archive or ""),
         original_name=original_name,
-        split=split,
+        split=split.strip(),
         mapping=mapping,
     )
     from annotation.tasks import import_job_run_task
 
     transaction.on_commit(lambda: import_job_run_task.delay(job.pk))
     return job
+
+
+class _JobProgress:
+    """Writes a running job's phase and counts where the job page's progress bar reads them."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+
+    def _set(self, **fields: Any) -> None:
+        ImportJob.objects.filter(pk=self.job_id).update(**fields)
+
+    def phase(self, phase: ImportJob.Phase, total: int | None = None) -> None:
+        self._set(phase=phase, records_done=0, records_total=total)
+
+    def unpacked(self, done: int, total: int) -> None:
+        self._set(records_done=done, records_total=total)
+
+    def report(self, phase: str, done: int) -> None:
+        """The ``progress`` callback of ``dataset_import``."""
+        if phase == "validated":
+            # The check pass counted the items: that is the write pass's total.
+            self.phase(ImportJob.Phase.WRITE, total=done)
+        else:
+            self._set(records_done=done)
 
 
 def import_job_run(*, job_id: int) -> ImportJob | None:
@@ -212,33 +292,69 @@ def import_job_run(*, job_id: int) -> ImportJob | None:
     if not claimed:
         return None
     job = ImportJob.objects.select_related("created_by").get(pk=job_id)
-
-    def report(phase: str, done: int) -> None:
-        # Validation walks the file once and writing walks it again: each is half the bar.
-        if phase == "validate":
-            ImportJob.objects.filter(pk=job_id).update(records_done=done)
-        else:
-            ImportJob.objects.filter(pk=job_id).update(records_done=(job.records_total or 0) + done)
-
+    progress = _JobProgress(job_id)
+    images_dir: Path | None = None
     try:
-        summary = dataset_import(
-            path=Path(job.upload),
-            source_format=job.source_format,
-            dataset_name=job.dataset_name,
-            split=job.split or None,
-            mapping=job.mapping,
-            created_by=job.created_by,
-            original_name=job.original_name,
-            progress=report,
-        )
+        if job.images_archive:
+            images_dir = _unpack_images(job, progress)
+        progress.phase(ImportJob.Phase.VALIDATE)
+        summary = _run_import(job, images_dir, progress)
+    except UploadRejected as rejected:
+        summary = _summary(job.dataset_name, job.source_format, [Issue("images ZIP", "", str(rejected))])
     except Exception:
         logger.exception("import job %s crashed", job_id)
         summary = _summary(
             job.dataset_name, job.source_format, [Issue("file", "", "the import crashed; see the worker log")]
         )
-    job.result = dict(summary)
-    job.status = ImportJob.Status.FAILED if summary["errors"] else ImportJob.Status.DONE
-    job.finished_at = timezone.now()
-    job.save(update_fields=["result", "status", "finished_at"])
-    Path(job.upload).unlink(missing_ok=True)
+    finally:
+        _job_files_remove(job, images_dir)
+    _job_finish(job, summary)
     return job
+
+
+def _unpack_images(job: ImportJob, progress: _JobProgress) -> Path:
+    progress.phase(ImportJob.Phase.UNPACK)
+    images_dir = Path(tempfile.mkdtemp(prefix="images-", dir=settings.IMPORT_UPLOAD_ROOT))
+    zip_extract(Path(job.images_archive), images_dir, progress=progress.unpacked)
+    return images_dir
+
+
+def _run_import(job: ImportJob, images_dir: Path | None, progress: _JobProgress) -> ImportSummary:
+    return dataset_import(
+        path=Path(job.upload),
+        source_format=job.source_format,
+        dataset_name=job.dataset_name,
+        split=job.split or None,
+        images_dir=images_dir,
+        mapping=job.mapping,
+        created_by=job.created_by,
+        original_name=job.original_name,
+        progress=progress.report,
+    )
+
+
+def _job_finish(job: ImportJob, summary: ImportSummary) -> None:
+    job.result = dict(summary)
+    job.phase = ImportJob.Phase.FINISHED
+    job.finished_at = timezone.now()
+    if summary["errors"]:
+        job.status = ImportJob.Status.FAILED
+    else:
+        job.status = ImportJob.Status.DONE
+        job.dataset = Dataset.objects.filter(name=job.dataset_name).first()
+    job.save(update_fields=["result", "phase", "status", "finished_at", "dataset"])
+
+
+def _job_files_remove(job: ImportJob, images_dir: Path | None) -> None:
+    """Uploads are only needed for the run: remove them, success or not."""
+    root = Path(settings.IMPORT_UPLOAD_ROOT)
+    if images_dir is not None:
+        folder_remove(images_dir, root=root)
+    for name in (job.upload, job.images_archive):
+        if name:
+            Path(name).unlink(missing_ok=True)
+    folder = Path(job.upload).parent
+    if folder.resolve() != root.resolve() and folder.resolve().is_relative_to(root.resolve()):
+        # rmdir removes only an empty folder, so a folder shared with other files stays.
+        with contextlib.suppress(OSError):
+            folder.rmdir()
