@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
+export HOST PORT
 
 .PHONY: run test bench lint install install-dev clean
 

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import connection, models
 
 _JSON_SEPARATORS = (", ", ": ")
+ID_BLOCK = 20_000
 
 
 def json_text(value: Any) -> str:
@@ -58,6 +59,8 @@ class RowSink:
             # deferred to commit they would run afterwards, one by one.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         self._raw = connection.connection
+        # Unused reserved ids are simply skipped: a sequence may have gaps.
+        self._ids: dict[str, list[int]] = {}
         self._queue: queue.Queue[tuple[str, str, list[int], Sequence[Sequence[Any]]] | None] = queue.Queue(maxsize=8)
         self._thread = threading.Thread(target=self._copy_loop, name="quire-import-copy", daemon=True)
         self._thread.start()
@@ -75,13 +78,22 @@ class RowSink:
         if not self._postgres:
             return _insert_generic(table, column_list, len(columns), rows)
         self._raise_failure()
-        with self._id_connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", [table, len(rows)]
-            )
-            ids = [row[0] for row in cursor.fetchall()]
+        ids = self._take_ids(table, len(rows))
         self._queue.put((table, f"COPY {quote(table)} ({column_list}) FROM STDIN", ids, rows))
         return ids
+
+    def _take_ids(self, table: str, count: int) -> list[int]:
+        """Ids from the table's sequence, reserved in blocks: each round trip waits on a busy server."""
+        pool = self._ids.setdefault(table, [])
+        if len(pool) < count:
+            with self._id_connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+                    [table, max(count - len(pool), ID_BLOCK)],
+                )
+                pool.extend(row[0] for row in cursor.fetchall())
+        taken, self._ids[table] = pool[:count], pool[count:]
+        return taken
 
     def drain(self) -> None:
         """Wait until every queued row is written; re-raises a failure of the writer thread."""
@@ -102,7 +114,8 @@ class RowSink:
             try:
                 if self._failure is None:
                     _table, statement, ids, rows = job
-                    with self._raw.cursor() as cursor, cursor.copy(statement) as copy:
+                    # Raise Django's exception classes (IntegrityError, ...) as any query would.
+                    with connection.wrap_database_errors, self._raw.cursor() as cursor, cursor.copy(statement) as copy:
                         for new_id, row in zip(ids, rows, strict=True):
                             copy.write_row((new_id, *row))
             except BaseException as error:  # handed to the importer's thread by drain()/close()

@@ -108,41 +108,50 @@ class Unit:
         self.errors.append(Issue(location=self.location, field=field_name, message=message))
 
 
-def digest(*parts: JSONValue) -> str:
+def digest(*parts: JSONValue, has_objects: bool = True) -> str:
     """A short digest of parsed values: equal content gives an equal digest.
 
     Object keys must not count, because PostgreSQL's jsonb does not keep their order and a
     record exported from the database and imported again must still count as unchanged. So
-    parts holding an object are encoded as JSON with sorted keys; the rest (most rows) with
-    ``repr``, which is several times cheaper and, without objects, has no key order.
+    parts that may hold an object are encoded as JSON with sorted keys. Callers that know
+    there is none (most rows: plain text fields and an empty ``extra``) pass
+    ``has_objects=False`` and get ``repr``, several times cheaper and free of key order.
     """
-    if any(_holds_object(part) for part in parts):
+    if has_objects:
         encoded = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     else:
         encoded = repr(parts)
     return hashlib.blake2b(encoded.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def _holds_object(value: JSONValue) -> bool:
-    if isinstance(value, dict):
-        return bool(value)
-    if isinstance(value, (list, tuple)):
-        return any(isinstance(element, (dict, list, tuple)) for element in value)
-    return False
-
-
 def paper_digest(paper: PaperRecord) -> str:
-    return digest(paper.version, paper.title, paper.venue, paper.year, paper.decision, paper.url, paper.extra)
+    return digest(
+        paper.version,
+        paper.title,
+        paper.venue,
+        paper.year,
+        paper.decision,
+        paper.url,
+        paper.extra,
+        has_objects=bool(paper.extra),
+    )
 
 
 def figure_digest(figure: FigureRecord, image_sha256: str) -> str:
     return digest(
-        figure.caption, figure.content_type, figure.figure_type_raw, figure.figure_type, image_sha256, figure.extra
+        figure.caption,
+        figure.content_type,
+        figure.figure_type_raw,
+        figure.figure_type,
+        image_sha256,
+        figure.extra,
+        has_objects=bool(figure.extra),
     )
 
 
 def item_digest(item: ItemRecord, paper_external_id: str | None, position: int) -> str:
     candidates = [(c.system_name, c.text, c.extra) for c in item.candidates]
+    plain_answers = all(type(answer) is str for answer in item.answers)
     return digest(
         paper_external_id,
         position,
@@ -156,4 +165,5 @@ def item_digest(item: ItemRecord, paper_external_id: str | None, position: int) 
         item.line,
         item.extra,
         candidates,
+        has_objects=bool(item.extra) or any(c.extra for c in item.candidates) or not plain_answers,
     )

@@ -1,0 +1,110 @@
+"""A member signs in, finds an item by searching a dataset, and opens it with its figures —
+in Debian's Chromium, driven by Playwright, against a live server. Screenshots are kept in
+test-artifacts/ for a person to look at."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.staticfiles.testing import StaticLiveServerTestCase
+from playwright.sync_api import expect
+
+from annotation.models import Dataset, Role
+from annotation.services import dataset_import
+from tests.base import PASSWORD
+from tests.conftest import CHROMIUM
+from tests.factories import MembershipFactory, ProjectFactory, UserFactory
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+SPIQA = ROOT / "fixtures" / "spiqa" / "test-A"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.mark.browser
+class CorpusBrowsingTests(StaticLiveServerTestCase):
+    playwright: Any
+    browser: Any
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        # Playwright's sync API runs an event loop in this thread; the ORM calls the tests
+        # make here are ordinary synchronous ones.
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+        super().setUpClass()
+        from playwright.sync_api import sync_playwright
+
+        cls.playwright = sync_playwright().start()
+        cls.browser = cls.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.browser.close()
+        cls.playwright.stop()
+        super().tearDownClass()
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+    def setUp(self) -> None:
+        summary = dataset_import(
+            path=SPIQA / "SPIQA_testA.json",
+            source_format="spiqa",
+            dataset_name="SPIQA browser",
+            images_dir=SPIQA / "SPIQA_testA_Images",
+        )
+        self.assertEqual(summary["errors"], [])
+        self.member = UserFactory.create(email="member@example.org")
+        project = ProjectFactory.create(dataset=Dataset.objects.get(name="SPIQA browser"))
+        MembershipFactory.create(project=project, user=self.member, role=Role.ANNOTATOR)
+        self.page = self.browser.new_page()
+        self.problems: list[str] = []
+        self.page.on("console", lambda message: message.type == "error" and self.problems.append(message.text))
+        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
+
+    def tearDown(self) -> None:
+        self.page.close()
+
+    def screenshot(self, name: str) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+    def sign_in(self) -> None:
+        self.page.goto(f"{self.live_server_url}/accounts/login/")
+        self.page.fill("input[name=login]", self.member.email)
+        self.page.fill("input[name=password]", PASSWORD)
+        self.page.keyboard.press("Enter")
+        self.page.wait_for_url(f"{self.live_server_url}/")
+
+    def test_a_member_searches_a_dataset_and_opens_an_item_with_its_figures(self) -> None:
+        self.sign_in()
+        self.page.click("text=SPIQA browser")
+        self.page.wait_for_selector("#item-table")
+        rows_before = self.page.locator("#item-table tbody tr").count()
+
+        self.page.fill("input[name=q]", "script")
+        # Locator assertions poll from outside the page: the CSP forbids eval, as it should.
+        expect(self.page.locator("#item-table tbody tr")).to_have_count(1)
+        self.assertIn("q=script", self.page.url)
+        self.assertGreater(rows_before, 1)
+        # The question holds a <script> tag: it must show as text, never run.
+        self.assertIn("<script>", self.page.inner_text("#item-table"))
+        self.screenshot("dataset-search")
+
+        self.page.locator("#item-table tbody tr a").first.click()
+        self.page.wait_for_selector("img")
+        # Figures load lazily: scroll them all into view before asking whether they loaded.
+        self.page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        self.page.wait_for_load_state("networkidle")
+        loaded = self.page.eval_on_selector_all("img", "images => images.map(i => i.complete && i.naturalWidth > 0)")
+        self.assertTrue(loaded and all(loaded), loaded)
+        self.screenshot("item")
+        self.assertEqual(self.problems, [], "the browser reported errors (a CSP violation shows up here)")
