@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import IntegrityError, transaction
 from django.test import TestCase, TransactionTestCase
@@ -12,7 +14,7 @@ PAPER_COLUMNS = ["dataset_id", "external_id", "version", "title", "venue", "deci
 PAPER_COLUMNS += ["content_hash", "extra"]
 
 
-def paper_row(dataset_id: int, external_id: str, extra: dict[str, object] | None = None) -> tuple[object, ...]:
+def paper_row(dataset_id: int, external_id: str, extra: dict[str, Any] | None = None) -> tuple[object, ...]:
     return (dataset_id, external_id, "", f"Title {external_id}", "", "", "", 0, "", json_text(extra or {}))
 
 

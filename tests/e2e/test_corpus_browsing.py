@@ -67,11 +67,15 @@ class CorpusBrowsingTests(StaticLiveServerTestCase):
         MembershipFactory.create(project=project, user=self.member, role=Role.ANNOTATOR)
         self.page = self.browser.new_page()
         self.problems: list[str] = []
-        self.page.on("console", lambda message: message.type == "error" and self.problems.append(message.text))
+        self.page.on("console", self.note_console_message)
         self.page.on("pageerror", lambda error: self.problems.append(str(error)))
 
     def tearDown(self) -> None:
         self.page.close()
+
+    def note_console_message(self, message: Any) -> None:
+        if message.type == "error":
+            self.problems.append(message.text)
 
     def screenshot(self, name: str) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
