@@ -32,10 +32,9 @@ run: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput -v 0
 	$(PY) manage.py load_demo
 	@echo "Starting Quire on http://$(HOST):$(PORT)/ and one Celery worker; Ctrl-C stops both."
-	@trap 'kill 0' INT TERM; \
-	$(VENV)/bin/celery -A config worker --concurrency=1 --loglevel=WARNING & \
-	$(PY) manage.py runserver --insecure --noreload $(HOST):$(PORT); \
-	kill 0
+	@$(VENV)/bin/celery -A config worker --concurrency=1 --loglevel=WARNING & worker=$$!; \
+	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT; \
+	$(PY) manage.py runserver --insecure --noreload $(HOST):$(PORT)
 
 test: $(VENV)/.installed-dev
 	$(VENV)/bin/pytest
