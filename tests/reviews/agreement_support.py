@@ -55,3 +55,21 @@ def matrix_to_long(matrix: list[list[Any]]) -> tuple[list[str], list[str], list[
                 raters.append(f"r{rater}")
                 values.append(value)
     return items, raters, values
+
+
+# The keys the issue fixes for each field's JSON object.
+JSON_KEYS = {
+    "field",
+    "level",
+    "n_items",
+    "n_raters",
+    "n_ratings",
+    "percent_agreement",
+    "cohen_kappa_mean",
+    "cohen_kappa_pairs",
+    "fleiss_kappa",
+    "krippendorff_alpha",
+    "krippendorff_alpha_ci95",
+    "cohen_kappa_mean_ci95",
+    "reasons",
+}

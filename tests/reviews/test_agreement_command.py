@@ -14,23 +14,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.test import SimpleTestCase
 
-from tests.reviews.agreement_support import KRIPPENDORFF_2011, long_table
-
-JSON_KEYS = {
-    "field",
-    "level",
-    "n_items",
-    "n_raters",
-    "n_ratings",
-    "percent_agreement",
-    "cohen_kappa_mean",
-    "cohen_kappa_pairs",
-    "fleiss_kappa",
-    "krippendorff_alpha",
-    "krippendorff_alpha_ci95",
-    "cohen_kappa_mean_ci95",
-    "reasons",
-}
+from tests.reviews.agreement_support import JSON_KEYS, KRIPPENDORFF_2011, long_table
 
 
 class AgreementCommandTestCase(SimpleTestCase):

@@ -11,22 +11,7 @@ from reviews.agreement import DuplicateRating, RatingsError, UnorderedLabels, ag
 from reviews.agreement.alpha import alpha_kernel
 from reviews.agreement.patterns import compress
 from reviews.agreement.report import NOT_REQUESTED
-
-JSON_KEYS = {
-    "field",
-    "level",
-    "n_items",
-    "n_raters",
-    "n_ratings",
-    "percent_agreement",
-    "cohen_kappa_mean",
-    "cohen_kappa_pairs",
-    "fleiss_kappa",
-    "krippendorff_alpha",
-    "krippendorff_alpha_ci95",
-    "cohen_kappa_mean_ci95",
-    "reasons",
-}
+from tests.reviews.agreement_support import JSON_KEYS
 
 
 def strict_json(report):
