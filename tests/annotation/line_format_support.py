@@ -8,18 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management import call_command
-from django.db import models
 
-from annotation.models import CandidateAnswer, Dataset, Evidence, Figure, Paper, QAItem
 from annotation.services import ImportSummary, dataset_import
+from tests.annotation.import_support import CORPUS_MODELS, SUMMARY_KEYS, corpus_counts  # noqa: F401 (re-exported)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-CORPUS_MODELS: tuple[type[models.Model], ...] = (Dataset, Paper, Figure, QAItem, Evidence, CandidateAnswer)
-SUMMARY_KEYS = {"dataset", "format", "created", "updated", "unchanged", "figures", "candidates", "errors"}
-
-
-def corpus_counts() -> dict[str, int]:
-    return {model.__name__: model._default_manager.count() for model in CORPUS_MODELS}
 
 
 def write_lines(path: Path, records: list[Any]) -> Path:

@@ -12,13 +12,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.db import models
 from PIL import Image
 
-from annotation.models import CandidateAnswer, Dataset, Evidence, Figure, Paper, QAItem
+from tests.annotation.import_support import CORPUS_MODELS, corpus_counts  # noqa: F401 (re-exported)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "spiqa"
-CORPUS_MODELS: tuple[type[models.Model], ...] = (Dataset, Paper, Figure, QAItem, Evidence, CandidateAnswer)
 
 
 @dataclass(frozen=True)
@@ -68,10 +66,6 @@ def export_json(dataset: str, split: str, directory: Path) -> Any:
 def write_json(path: Path, value: Any) -> Path:
     path.write_text(json.dumps(value, ensure_ascii=False, indent=1), encoding="utf-8")
     return path
-
-
-def corpus_counts() -> dict[str, int]:
-    return {model.__name__: model._default_manager.count() for model in CORPUS_MODELS}
 
 
 def stored_files() -> list[str]:
