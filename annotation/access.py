@@ -19,6 +19,7 @@ from django.shortcuts import get_object_or_404
 from accounts.models import User
 from annotation.models import (
     ROLE_RANK,
+    Annotation,
     Dataset,
     Figure,
     ImportJob,
@@ -99,3 +100,13 @@ def import_job_get_for_user(user: User, job_id: int) -> ImportJob:
     if not user.is_staff:
         jobs = jobs.filter(created_by=user)
     return get_object_or_404(jobs, pk=job_id)
+
+
+def annotation_get_for_user(user: User, project: Project, project_item_id: int) -> Annotation:
+    """The user's own record on an item of ``project`` (fetched through project_get_for_user).
+
+    Nobody reaches another person's record through this: an item the user never claimed is
+    a 404, whoever else annotated it.
+    """
+    records = Annotation.objects.select_related("project_item__item__paper", "project_item__candidate", "guideline")
+    return get_object_or_404(records, project=project, project_item_id=project_item_id, annotator=user)

@@ -1,4 +1,4 @@
-"""Admin for the corpus, projects and import jobs.
+"""Admin for the corpus, projects, queues, annotation records and import jobs.
 
 Corpus tables hold millions of rows: foreign keys are raw ids (no select of every paper),
 changelists join what they show (no query per row) and skip the second, unfiltered count.
@@ -8,17 +8,24 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.db import models
+from django.db.models import Model
+from django.http import HttpRequest
 
 from annotation.models import (
+    Annotation,
+    AnnotationRevision,
+    Assignment,
     CandidateAnswer,
     Dataset,
     Evidence,
     Figure,
+    Guideline,
     ImportJob,
     Paper,
     PaperCluster,
     PaperClusterMember,
     Project,
+    ProjectItem,
     ProjectMembership,
     QAItem,
 )
@@ -122,12 +129,60 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(QuireModelAdmin):
-    list_display = ("name", "dataset", "workflow", "created_by", "created_at")
-    list_filter = ("workflow",)
+    list_display = ("name", "dataset", "workflow", "overlap", "assignment_mode", "created_by", "created_at")
+    list_filter = ("workflow", "assignment_mode")
     list_select_related = ("dataset", "created_by")
     search_fields = ("name",)
     raw_id_fields = ("dataset", "created_by")
+    # The queue was built from these; changing them afterwards would not rebuild it.
+    readonly_fields = ("workflow", "selection", "calibration_size")
     inlines = (MembershipInline,)
+
+
+class ReadOnlyAdmin(LargeTableAdmin):
+    """Records of what people did: visible to staff, changed only through the services."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
+@admin.register(Guideline)
+class GuidelineAdmin(ReadOnlyAdmin):
+    list_display = ("project", "version", "note", "created_by", "created_at")
+    list_select_related = ("project", "created_by")
+
+
+@admin.register(ProjectItem)
+class ProjectItemAdmin(ReadOnlyAdmin):
+    list_display = ("project", "position", "item", "candidate", "is_calibration", "submitted_count", "capacity")
+    list_filter = ("is_calibration",)
+    list_select_related = ("project", "item", "candidate")
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(ReadOnlyAdmin):
+    list_display = ("project", "annotator", "paper", "project_item", "created_at")
+    list_select_related = ("project", "annotator", "paper")
+
+
+@admin.register(Annotation)
+class AnnotationAdmin(ReadOnlyAdmin):
+    list_display = ("project", "project_item", "annotator", "status", "revision_count", "updated_at")
+    list_filter = ("status",)
+    list_select_related = ("project", "annotator")
+
+
+@admin.register(AnnotationRevision)
+class AnnotationRevisionAdmin(ReadOnlyAdmin):
+    list_display = ("annotation", "number", "status", "actor", "created_at")
+    list_filter = ("status",)
+    list_select_related = ("actor",)
 
 
 @admin.register(ImportJob)

@@ -16,7 +16,8 @@ from django.db import transaction
 
 from accounts.models import User
 from annotation.models import Dataset, Project, ProjectMembership, Role
-from annotation.services import ImportSummary, dataset_import
+from annotation.services.imports import ImportSummary, dataset_import
+from annotation.services.projects import ProjectSettings, Selection, project_create
 
 FIXTURES = Path(settings.BASE_DIR) / "fixtures"
 # A local-only demo password, printed by `make run`; load_demo refuses to run in production.
@@ -54,9 +55,20 @@ DEMO_PEOPLE = [
     ("reviewer@quire.local", "Rita Reviewer", False, Role.REVIEWER),
 ]
 
+
+@dataclass(frozen=True, slots=True)
+class DemoProject:
+    name: str
+    dataset: str
+    workflow: str
+    split: str = ""
+    overlap: int = 2
+
+
+# Two annotators per item, so the demo has something to measure agreement on.
 DEMO_PROJECTS = [
-    ("SPIQA test-A filtering", "SPIQA demo", "spiqa_filter"),
-    ("QAScore rating", "QAScore demo", "qascore_rating"),
+    DemoProject("SPIQA test-A filtering", "SPIQA demo", "spiqa_filter", split="test-A"),
+    DemoProject("QAScore rating", "QAScore demo", "qascore_rating"),
 ]
 
 
@@ -98,15 +110,15 @@ def _people_and_projects() -> None:
             user.set_password(DEMO_PASSWORD)
             user.save()
         people.append((user, role))
-    admin = people[0][0]
-    for project_name, dataset_name, workflow in DEMO_PROJECTS:
-        project, _ = Project.objects.get_or_create(
-            name=project_name,
-            defaults={
-                "dataset": Dataset.objects.get(name=dataset_name),
-                "workflow": workflow,
-                "created_by": admin,
-            },
+    lead = next(user for user, role in people if role == Role.LEAD)
+    for demo in DEMO_PROJECTS:
+        project = Project.objects.filter(name=demo.name).first() or project_create(
+            name=demo.name,
+            dataset=Dataset.objects.get(name=demo.dataset),
+            workflow=demo.workflow,
+            created_by=lead,
+            selection=Selection(split=demo.split),
+            settings=ProjectSettings(overlap=demo.overlap),
         )
         for user, role in people:
             if role is not None:

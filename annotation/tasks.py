@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from annotation.services import import_job_run
+from annotation.services.imports import import_job_run
 
 
 @shared_task(acks_late=True, time_limit=4 * 3600, soft_time_limit=4 * 3600 - 60)

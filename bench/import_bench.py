@@ -83,7 +83,7 @@ def run_worker(args: argparse.Namespace) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from annotation.services import dataset_import
+    from annotation.services.imports import dataset_import
 
     if args.migrate:
         call_command("migrate", verbosity=0)

@@ -7,5 +7,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
     path("accounts/", include("allauth.urls")),
+    path("api/", include("annotation.api")),
     path("", include("annotation.urls")),
 ]

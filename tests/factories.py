@@ -73,6 +73,7 @@ class ProjectFactory(factory.django.DjangoModelFactory[Project]):
 
     name = factory.Sequence(lambda n: f"Project {n}")
     dataset = factory.SubFactory(DatasetFactory)
+    workflow = "spiqa_filter"
 
 
 class MembershipFactory(factory.django.DjangoModelFactory[ProjectMembership]):

@@ -469,8 +469,11 @@ class CorpusWriter:
         CandidateAnswer.objects.bulk_create(new, batch_size=INSERT_BATCH)
         CandidateAnswer.objects.bulk_update(updated, ["text", "extra", "position"], batch_size=INSERT_BATCH)
         if existing:
-            # The corrected source no longer has these imported answers.
-            CandidateAnswer.objects.filter(pk__in=[c.pk for c in existing.values()]).delete()
+            # The corrected source no longer has these imported answers. Ones a project queues
+            # for rating stay, with the ratings made on them.
+            CandidateAnswer.objects.filter(
+                pk__in=[c.pk for c in existing.values()], project_items__isnull=True
+            ).delete()
         self.counts.candidates += len(new) + len(updated)
 
     @staticmethod

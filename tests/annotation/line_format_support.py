@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management import call_command
 
-from annotation.services import ImportSummary, dataset_import
+from annotation.services.imports import ImportSummary, dataset_import
 from tests.annotation.import_support import CORPUS_MODELS, SUMMARY_KEYS, corpus_counts  # noqa: F401 (re-exported)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

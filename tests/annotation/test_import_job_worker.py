@@ -16,7 +16,7 @@ from django.test import TransactionTestCase
 from kombu import pools as kombu_pools
 
 from annotation.models import Dataset, ImportJob, QAItem
-from annotation.services import import_job_create
+from annotation.services.imports import import_job_create
 from config.celery import app as celery_app
 from tests.factories import UserFactory
 

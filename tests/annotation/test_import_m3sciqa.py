@@ -6,7 +6,7 @@ from typing import Any
 
 from annotation.importers.formats.m3sciqa import detect_kind, figure_names_other_paper, split_from_file_name
 from annotation.models import Dataset, Figure, Paper, PaperCluster, QAItem
-from annotation.services import ImportSummary, dataset_import
+from annotation.services.imports import ImportSummary, dataset_import
 from tests.annotation.line_import_support import (
     SUMMARY_KEYS,
     ScratchTestCase,

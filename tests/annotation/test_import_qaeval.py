@@ -11,7 +11,8 @@ import pytest
 from django.test import TestCase
 
 from annotation.importers.formats.qaeval import score_problem
-from annotation.models import CandidateAnswer, QAItem
+from annotation.models import CandidateAnswer, Dataset, ProjectItem, QAItem
+from annotation.services.projects import project_create
 from tests.annotation.line_format_support import (
     FIXTURES,
     SUMMARY_KEYS,
@@ -23,6 +24,7 @@ from tests.annotation.line_format_support import (
     run_import_command,
     write_lines,
 )
+from tests.factories import UserFactory
 
 DATASET = "QAScore test"
 
@@ -133,6 +135,29 @@ class QAScoreImportTests(TemporaryFilesTestCase):
         self.assertEqual((QAItem.objects.count(), CandidateAnswer.objects.count()), (5, 5))
         candidate = CandidateAnswer.objects.get(item_id=item_id)
         self.assertEqual(candidate.extra, {"extracted_answer": "595;612;630", "score": 1})
+
+    def test_a_renamed_system_replaces_the_old_candidate_unless_a_project_rates_it(self) -> None:
+        import_file(self.path, "qascore", DATASET)
+        lead = UserFactory.create()
+        project = project_create(
+            name="Rating", dataset=Dataset.objects.get(name=DATASET), workflow="qascore_rating", created_by=lead
+        )
+        self.records[2] |= {"model": "llava-next"}
+        self.records[3] |= {"system": "gpt-4o-mini"}
+        write_lines(self.path, self.records)
+        queued = ProjectItem.objects.get(project=project, item__external_id="line-3")
+        ProjectItem.objects.filter(project=project, item__external_id="line-4").delete()
+
+        import_file(self.path, "qascore", DATASET)
+
+        names = sorted(
+            CandidateAnswer.objects.filter(item__external_id__in=["line-3", "line-4"]).values_list(
+                "item__external_id", "system_name"
+            )
+        )
+        # line-3's old candidate is queued in the project, so its ratings keep what was rated.
+        self.assertEqual(names, [("line-3", "llava-next"), ("line-3", "llava-v1.6-34b"), ("line-4", "gpt-4o-mini")])
+        self.assertEqual(ProjectItem.objects.get(pk=queued.pk).candidate.system_name, "llava-v1.6-34b")
 
     def test_the_export_writes_the_file_back_byte_for_byte(self) -> None:
         import_file(self.path, "qascore", DATASET)

@@ -11,7 +11,7 @@ import openpyxl
 
 from annotation.importers.formats.scidqa import canonical_version, normalise_answer, system_name, whole_number
 from annotation.models import CandidateAnswer, Dataset, Paper, QAItem
-from annotation.services import ImportSummary, dataset_import
+from annotation.services.imports import ImportSummary, dataset_import
 from tests.annotation.line_import_support import (
     SUMMARY_KEYS,
     ScratchTestCase,

@@ -13,9 +13,13 @@ from annotation.models import (
     Paper,
     PaperCluster,
     Project,
+    ProjectItem,
     ProjectMembership,
     QAItem,
 )
+from annotation.services.projects import assignment_create
+from annotation.services.queue import annotation_submit, lease_claim
+from tests.annotation.workbench_support import spiqa_keep, spiqa_project
 from tests.base import CastTestCase
 from tests.factories import CandidateAnswerFactory, FigureFactory, PaperFactory, QAItemFactory
 from tests.web_support import count_queries
@@ -37,6 +41,25 @@ class AdminTestCase(CastTestCase):
             ImportJob.objects.create(
                 created_by=self.lead, dataset_name="d", source_format="spiqa", upload="/x", original_name="x.json"
             )
+            self.add_queue_rows()
+
+    def add_queue_rows(self) -> None:
+        """A project with a guideline, an assignment, and one submitted annotation with its revision."""
+        project = spiqa_project(lead=self.lead, members=(self.annotator,), papers=1, per_paper=1)
+        first = ProjectItem.objects.filter(project=project).select_related("paper").first()
+        assert first is not None
+        assert first.paper is not None
+        assignment_create(
+            project=project, annotator=self.annotator, assigned_by=self.lead, paper_ids=[first.paper.external_id]
+        )
+        record = lease_claim(project=project, annotator=self.annotator)
+        assert record is not None
+        annotation_submit(
+            project=project,
+            project_item_id=record.project_item_id,
+            annotator=self.annotator,
+            payload=spiqa_keep(record.project_item),
+        )
 
 
 class AdminPagesTests(AdminTestCase):

@@ -210,7 +210,7 @@ class ItemPageTests(CorpusTestCase):
         self.assertEqual(response.context["detail"].evidence, [self.figure])
 
     def test_evidence_comes_first_then_every_figure_of_the_paper(self) -> None:
-        second = FigureFactory.create(paper=self.paper, file_name="later.png", position=99)
+        second = FigureFactory.create(paper=self.paper, file_name="later.png", position=self.figure.position + 1)
         self.client.force_login(self.annotator)
         detail = self.client.get(self.url()).context["detail"]
         self.assertEqual(detail.evidence, [self.figure])

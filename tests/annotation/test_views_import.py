@@ -13,7 +13,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 from annotation.models import Dataset, Figure, ImportJob, QAItem
-from annotation.services import import_job_run
+from annotation.services.imports import import_job_run
 from annotation.uploads import UploadRejected, zip_check, zip_extract
 from tests.base import CastTestCase
 from tests.factories import DatasetFactory

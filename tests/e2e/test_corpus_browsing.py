@@ -13,7 +13,7 @@ from django.contrib.staticfiles.testing import StaticLiveServerTestCase
 from playwright.sync_api import expect
 
 from annotation.models import Dataset, Role
-from annotation.services import dataset_import
+from annotation.services.imports import dataset_import
 from tests.base import PASSWORD
 from tests.conftest import CHROMIUM
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory

@@ -70,7 +70,7 @@ from annotation.importers.mapping import (
 )
 from annotation.importers.records import ImportFailed, Unit
 from annotation.models import Dataset, Figure
-from annotation.selectors import ExportItem, export_items
+from annotation.selectors.corpus import ExportItem, export_items
 
 UTF8_BOM = b"\xef\xbb\xbf"
 

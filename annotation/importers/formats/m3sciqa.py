@@ -20,7 +20,7 @@ from annotation.importers.base import ParseContext, register
 from annotation.importers.common import iter_json_lines, require_str, write_json_lines
 from annotation.importers.records import FigureRecord, ImportFailed, ItemRecord, PaperRecord, Unit
 from annotation.models import Dataset
-from annotation.selectors import ExportItem, export_items
+from annotation.selectors.corpus import ExportItem, export_items
 
 LOCALITY, COMBINED = "locality", "combined"
 

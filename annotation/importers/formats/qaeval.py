@@ -36,7 +36,7 @@ from annotation.importers.common import (
 )
 from annotation.importers.records import CandidateRecord, ImportFailed, ItemRecord, Unit
 from annotation.models import Dataset
-from annotation.selectors import ExportItem, export_items
+from annotation.selectors.corpus import ExportItem, export_items
 
 DEFAULT_SPLIT = "test"
 ID_FIELD = "id"

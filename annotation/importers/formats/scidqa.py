@@ -29,7 +29,7 @@ from annotation.importers.base import ParseContext, register
 from annotation.importers.common import first_byte, iter_json_lines, json_type, require_str, write_json_lines
 from annotation.importers.records import CandidateRecord, ImportFailed, ItemRecord, PaperRecord, Unit
 from annotation.models import Dataset
-from annotation.selectors import ExportItem, export_items
+from annotation.selectors.corpus import ExportItem, export_items
 
 DEFAULT_SPLIT = "test"
 REQUIRED_COLUMNS = ("id", "pid", "que", "ans")

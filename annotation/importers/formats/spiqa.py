@@ -24,7 +24,7 @@ from annotation.importers.common import (
 )
 from annotation.importers.records import FigureRecord, ImportFailed, ItemRecord, PaperRecord, Unit
 from annotation.models import Dataset
-from annotation.selectors import ExportPaper, export_papers
+from annotation.selectors.corpus import ExportPaper, export_papers
 
 LAYOUT_A, LAYOUT_B, LAYOUT_C = "test-A", "test-B", "test-C"
 _A_FIGURE_KEYS = ("caption", "content_type", "figure_type")

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.importers.base import get_format
 from annotation.importers.records import ImportFailed
 from annotation.models import Dataset
-from annotation.selectors import dataset_splits
+from annotation.selectors.corpus import dataset_splits
 
 
 class Command(BaseCommand):

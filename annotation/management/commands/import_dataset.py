@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.importers.base import format_names
-from annotation.services import dataset_import
+from annotation.services.imports import dataset_import
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@ from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotation import selectors, services
+from annotation.selectors import corpus as selectors
 from annotation.access import (
     can_import,
     dataset_get_for_user,
@@ -20,6 +20,7 @@ from annotation.access import (
     item_get_for_user,
 )
 from annotation.forms import ImportUploadForm
+from annotation.services import imports as import_services
 from annotation.uploads import UploadRejected
 from config.http import AuthenticatedHttpRequest, render_page, wants_partial
 
@@ -99,7 +100,7 @@ def import_upload(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = ImportUploadForm(request.POST or None, request.FILES or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
-            job = services.import_upload_create(
+            job = import_services.import_upload_create(
                 created_by=request.user,
                 dataset_name=form.cleaned_data["dataset_name"],
                 source_format=form.cleaned_data["source_format"],

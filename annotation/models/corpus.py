@@ -1,5 +1,5 @@
-"""The corpus (datasets, papers, figures, QA items, candidate answers, paper clusters),
-projects with their memberships, and import jobs.
+"""The corpus (datasets, papers, figures, QA items, candidate answers, paper clusters)
+and import jobs.
 
 Every source field that has no column of its own is kept in an ``extra`` JSON field, so an
 export can rebuild the source record. ``content_hash`` columns hold a digest of what the
@@ -208,53 +208,6 @@ class PaperClusterMember(models.Model):
 
     def __str__(self) -> str:
         return f"paper {self.paper_id} in cluster {self.cluster_id}"
-
-
-class Role(models.TextChoices):
-    ANNOTATOR = "annotator", "Annotator"
-    REVIEWER = "reviewer", "Reviewer"
-    LEAD = "lead", "Lead"
-
-
-# A role may do everything the roles before it may: a lead also reviews and annotates.
-ROLE_RANK: dict[str, int] = {Role.ANNOTATOR: 1, Role.REVIEWER: 2, Role.LEAD: 3}
-
-
-class Project(models.Model):
-    name = models.CharField(max_length=200)
-    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="projects")
-    workflow = models.CharField(max_length=50, blank=True)
-    description = models.TextField(blank=True)
-    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="ProjectMembership", related_name="projects")
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class ProjectMembership(models.Model):
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=20, choices=Role.choices)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["project", "user"], name="membership_project_user_unique"),
-        ]
-        indexes = [
-            # Access checks: "which projects (and datasets) may this user see, with which role".
-            models.Index(fields=["user", "role"], name="membership_user_role_idx"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user} as {self.role} in {self.project}"
 
 
 class ImportJob(models.Model):

@@ -1,0 +1,122 @@
+"""What every annotation workflow declares.
+
+A workflow is one module in this package with one ``Workflow`` subclass, registered with
+``@register``. The queue, records, review and export code use only what is declared here
+and never switch on a workflow's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from django import forms
+
+from annotation.models import AssignmentMode, ProjectItem
+
+Payload = dict[str, Any]
+
+
+class PayloadInvalid(Exception):
+    """A payload the workflow's rules reject; ``errors`` maps field names ("__all__" for the
+    form as a whole) to messages."""
+
+    def __init__(self, errors: Mapping[str, list[str]]) -> None:
+        self.errors = {name: list(messages) for name, messages in errors.items()}
+        super().__init__("; ".join(f"{name}: {' '.join(m)}" for name, m in self.errors.items()))
+
+
+@dataclass(frozen=True)
+class LabelField:
+    """A label a workflow contributes to agreement, with its level of measurement.
+
+    ``values`` lists the categories in order for nominal and ordinal fields; agreement uses
+    the order for weighted statistics.
+    """
+
+    name: str
+    label: str
+    level: str  # nominal, ordinal, interval, set or text
+    values: tuple[Any, ...] = ()
+
+    def value(self, payload: Payload) -> Any:
+        return payload.get(self.name)
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    keys: str
+    description: str
+
+
+@dataclass
+class ItemView:
+    """What the workbench shows beside the form: the workflow's display partial gets it as
+    ``view``."""
+
+    project_item: ProjectItem
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class WorkflowForm(forms.Form):
+    """A workflow's form, bound to the item it annotates."""
+
+    def __init__(self, *args: Any, view: ItemView, **kwargs: Any) -> None:
+        self.view = view
+        super().__init__(*args, **kwargs)
+
+    def to_payload(self) -> Payload:
+        """The canonical payload from ``cleaned_data``; only called on a valid form."""
+        raise NotImplementedError
+
+
+class Workflow:
+    name: ClassVar[str]
+    label: ClassVar[str]
+    description: ClassVar[str]
+    # "item": one queue entry per QA item; "candidate": one per candidate answer.
+    unit: ClassVar[str] = "item"
+    # The display partial, rendered with ``view`` (an ItemView) and ``form``.
+    template_name: ClassVar[str]
+    form_class: ClassVar[type[WorkflowForm]]
+    label_fields: ClassVar[tuple[LabelField, ...]]
+    shortcuts: ClassVar[tuple[Shortcut, ...]]
+    default_guidelines: ClassVar[str]
+    default_assignment_mode: ClassVar[str] = AssignmentMode.OPEN
+
+    def item_view(self, project_item: ProjectItem) -> ItemView:
+        """Everything the display needs, fetched in a fixed number of queries."""
+        return ItemView(project_item=project_item)
+
+    def initial(self, view: ItemView) -> Payload:
+        """The payload a new annotation starts from (pre-filled from the item)."""
+        return {}
+
+    def form_data(self, view: ItemView, payload: Payload) -> dict[str, Any]:
+        """Form field values for a stored payload (the reverse of ``WorkflowForm.to_payload``)."""
+        return dict(payload)
+
+    def form(
+        self, view: ItemView, *, data: Mapping[str, Any] | None = None, payload: Payload | None = None
+    ) -> WorkflowForm:
+        """A bound form for ``data``, or an unbound one showing ``payload`` (or the pre-fill)."""
+        if data is not None:
+            return self.form_class(data, view=view)
+        start = payload if payload else self.initial(view)
+        return self.form_class(initial=self.form_data(view, start), view=view)
+
+    def validate(self, view: ItemView, payload: Payload) -> Payload:
+        """The canonical form of ``payload`` if it passes the workflow's rules, else PayloadInvalid."""
+        form = self.form_class(self.form_data(view, payload), view=view)
+        if not form.is_valid():
+            raise PayloadInvalid({name: [str(m) for m in messages] for name, messages in form.errors.items()})
+        return form.to_payload()
+
+    def warnings(self, view: ItemView, payload: Payload) -> list[str]:
+        """Things worth a second look that do not block a submit."""
+        return []
+
+    def gold_fields(self, payload: Payload) -> Payload:
+        """The fields an adjudicated payload contributes to a gold record."""
+        return {f.name: f.value(payload) for f in self.label_fields}
