@@ -320,8 +320,11 @@ def _submit(
     if project_item is None:
         raise ApplicationError("This item is not in the project.", status=404)
     record = _my_record(project, project_item_id, annotator)
-    if client_token and record.revisions.filter(client_token=client_token).exists():
-        return SubmitOutcome(record, "replayed")
+    if client_token:
+        earlier = record.revisions.filter(client_token=client_token).values_list("status", flat=True).first()
+        if earlier is not None:
+            # A retry answers as the first attempt did: a submit that found the item full stays "full".
+            return SubmitOutcome(record, "replayed" if earlier == AnnotationStatus.SUBMITTED else "full")
     if project_item.locked_at is not None:
         raise ApplicationError("A reviewer has locked this item; it can no longer be edited.", status=409)
     workflow = get_workflow(project.workflow)

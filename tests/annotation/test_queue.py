@@ -205,6 +205,9 @@ class SubmitTests(QueueTestCase):
         self.assertEqual(slow.status, AnnotationStatus.DRAFT)
         self.assertEqual(slow.payload["decision"], "keep")
         self.assertEqual(ProjectItem.objects.get(pk=slow.project_item_id).submitted_count, 1)
+        retry = self.submit(project, self.ann[0], slow, client_token="late")
+        self.assertEqual(retry.result, "full")
+        self.assertFalse(retry.stored)
 
     def test_an_invalid_payload_is_refused_with_the_field_errors_and_stores_nothing(self) -> None:
         project = spiqa_project(lead=self.lead, members=tuple(self.ann))
