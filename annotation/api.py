@@ -199,8 +199,13 @@ class LeaseClaimApi(APIView):
         ).get(pk=claimed.pk)
         data = self.OutputSerializer(record).data
         paper_id = record.project_item.item.paper_id
-        figures = Figure.objects.filter(paper_id=paper_id).order_by("position", "pk")
-        data["item"]["figures"] = list(figures.values_list("file_name", flat=True)) if paper_id is not None else []
+        data["item"]["figures"] = (
+            list(
+                Figure.objects.filter(paper_id=paper_id).order_by("position", "pk").values_list("file_name", flat=True)
+            )
+            if paper_id is not None
+            else []
+        )
         return Response(data)
 
 
