@@ -157,7 +157,9 @@ class QAScoreImportTests(TemporaryFilesTestCase):
         )
         # line-3's old candidate is queued in the project, so its ratings keep what was rated.
         self.assertEqual(names, [("line-3", "llava-next"), ("line-3", "llava-v1.6-34b"), ("line-4", "gpt-4o-mini")])
-        self.assertEqual(ProjectItem.objects.get(pk=queued.pk).candidate.system_name, "llava-v1.6-34b")
+        kept = ProjectItem.objects.get(pk=queued.pk).candidate
+        assert kept is not None
+        self.assertEqual(kept.system_name, "llava-v1.6-34b")
 
     def test_the_export_writes_the_file_back_byte_for_byte(self) -> None:
         import_file(self.path, "qascore", DATASET)

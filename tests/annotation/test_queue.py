@@ -2,35 +2,57 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.test import TestCase
 from django.utils import timezone
 
+from accounts.models import User
 from annotation.errors import ApplicationError
-from annotation.models import Annotation, AnnotationRevision, AnnotationStatus, Assignment, ProjectItem
+from annotation.models import Annotation, AnnotationRevision, AnnotationStatus, Assignment, Project, ProjectItem
 from annotation.services.projects import assignment_create, guideline_publish
-from annotation.services.queue import annotation_save_draft, annotation_skip, annotation_submit, lease_claim
+from annotation.services.queue import (
+    SubmitOutcome,
+    annotation_save_draft,
+    annotation_skip,
+    annotation_submit,
+    lease_claim,
+)
 from tests.annotation.workbench_support import qascore_full_marks, qascore_project, spiqa_keep, spiqa_project
 from tests.factories import UserFactory
 
 
 class QueueTestCase(TestCase):
+    lead: User
+    ann: list[User]
+
     @classmethod
     def setUpTestData(cls) -> None:
         cls.lead = UserFactory.create()
         cls.ann = [UserFactory.create() for _ in range(4)]
 
-    def claim(self, project, user, **kwargs):  # type: ignore[no-untyped-def]
-        record = lease_claim(project=project, annotator=user, **kwargs)
+    def claim(self, project: Project, user: User, *, now: datetime | None = None) -> Annotation:
+        record = lease_claim(project=project, annotator=user, now=now)
         assert record is not None
         return record
 
-    def submit(self, project, user, record, **kwargs):  # type: ignore[no-untyped-def]
-        payload = kwargs.pop("payload", None) or spiqa_keep(record.project_item)
+    def submit(
+        self,
+        project: Project,
+        user: User,
+        record: Annotation,
+        *,
+        payload: dict[str, Any] | None = None,
+        client_token: str = "",
+    ) -> SubmitOutcome:
         return annotation_submit(
-            project=project, project_item_id=record.project_item_id, annotator=user, payload=payload, **kwargs
+            project=project,
+            project_item_id=record.project_item_id,
+            annotator=user,
+            payload=payload or spiqa_keep(record.project_item),
+            client_token=client_token,
         )
 
 
@@ -116,7 +138,8 @@ class AssignmentModeTests(QueueTestCase):
         project = spiqa_project(
             lead=self.lead, papers=2, per_paper=3, members=tuple(self.ann), assignment_mode="by_paper"
         )
-        a_papers, b_papers = set(), set()
+        a_papers: set[int | None] = set()
+        b_papers: set[int | None] = set()
         for _ in range(3):
             for user, papers in ((self.ann[0], a_papers), (self.ann[1], b_papers)):
                 record = self.claim(project, user)
@@ -240,16 +263,23 @@ class SubmitTests(QueueTestCase):
         self.submit(project, self.ann[0], record, payload={**qascore_full_marks(), "score": "0.5"})
         record.refresh_from_db()
         self.assertEqual(record.payload["score"], 0.5)
-        self.assertEqual(record.project_item.candidate.system_name, "model-a")
+        candidate = record.project_item.candidate
+        assert candidate is not None
+        self.assertEqual(candidate.system_name, "model-a")
 
 
 class DraftTests(QueueTestCase):
     def test_a_draft_save_keeps_only_form_fields_and_appends_a_revision_when_it_changes(self) -> None:
         project = spiqa_project(lead=self.lead, members=tuple(self.ann))
         record = self.claim(project, self.ann[0])
-        save = {"project": project, "project_item_id": record.project_item_id, "annotator": self.ann[0]}
-        annotation_save_draft(**save, payload={"decision": "keep", "junk": "x"}, active_ms=1200)
-        annotation_save_draft(**save, payload={"decision": "keep"}, active_ms=900)
+        for payload, active_ms in (({"decision": "keep", "junk": "x"}, 1200), ({"decision": "keep"}, 900)):
+            annotation_save_draft(
+                project=project,
+                project_item_id=record.project_item_id,
+                annotator=self.ann[0],
+                payload=payload,
+                active_ms=active_ms,
+            )
         record.refresh_from_db()
         self.assertEqual(record.payload, {"decision": "keep"})
         self.assertEqual(record.active_ms, 1200)
