@@ -115,7 +115,11 @@ def lease_claim(*, project: Project, annotator: User, now: datetime | None = Non
 
 def _claim(project: Project, annotator: User, now: datetime) -> Annotation | None:
     mine = Annotation.objects.filter(project=project, annotator=annotator)
-    current = mine.filter(status=AnnotationStatus.DRAFT, lease_expires_at__gt=now).order_by("updated_at").first()
+    current = (
+        mine.filter(status=AnnotationStatus.DRAFT, lease_expires_at__gt=now, project_item__locked_at__isnull=True)
+        .order_by("updated_at")
+        .first()
+    )
     if current is not None:
         return current
     # Drafts whose lease ran out come back first; skipped items only when nothing new is left.

@@ -10,7 +10,6 @@ from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotation.selectors import corpus as selectors
 from annotation.access import (
     can_import,
     dataset_get_for_user,
@@ -20,6 +19,7 @@ from annotation.access import (
     item_get_for_user,
 )
 from annotation.forms import ImportUploadForm
+from annotation.selectors import corpus as selectors
 from annotation.services import imports as import_services
 from annotation.uploads import UploadRejected
 from config.http import AuthenticatedHttpRequest, render_page, wants_partial

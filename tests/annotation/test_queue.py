@@ -85,6 +85,12 @@ class ClaimTests(QueueTestCase):
         taken = self.claim(project, self.ann[1], now=later)
         self.assertEqual(taken.project_item.position, 0)
 
+    def test_a_draft_whose_item_a_reviewer_locked_is_not_handed_out_again(self) -> None:
+        project = spiqa_project(lead=self.lead, papers=1, per_paper=2, members=tuple(self.ann))
+        first = self.claim(project, self.ann[0])
+        ProjectItem.objects.filter(pk=first.project_item_id).update(locked_at=timezone.now())
+        self.assertEqual(self.claim(project, self.ann[0]).project_item.position, 1)
+
     def test_skipped_items_come_back_only_after_everything_else(self) -> None:
         project = spiqa_project(lead=self.lead, papers=1, per_paper=3, members=tuple(self.ann))
         user = self.ann[0]
