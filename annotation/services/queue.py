@@ -117,6 +117,9 @@ def _claim(project: Project, annotator: User, now: datetime) -> Annotation | Non
     mine = Annotation.objects.filter(project=project, annotator=annotator)
     current = (
         mine.filter(status=AnnotationStatus.DRAFT, lease_expires_at__gt=now, project_item__locked_at__isnull=True)
+        .filter(
+            Q(project_item__capacity__isnull=True) | Q(project_item__submitted_count__lt=F("project_item__capacity"))
+        )
         .order_by("updated_at")
         .first()
     )
@@ -137,7 +140,9 @@ def _claim_again(project: Project, annotator: User, now: datetime, status: str) 
     if not item_ids:
         return None
     candidates = _with_room(_open_items(project).filter(pk__in=item_ids), now, exclude=annotator)
-    locked = {pi.pk for pi in candidates.select_for_update(skip_locked=True, of=("self",))}
+    locked = {
+        pi.pk for pi in candidates.select_for_update(skip_locked=True, of=("self",)) if _has_room(pi, annotator, now)
+    }
     for record in records.filter(project_item_id__in=locked)[:1]:
         record.status = AnnotationStatus.DRAFT
         record.lease_expires_at = now + timedelta(seconds=project.lease_seconds)
@@ -153,19 +158,52 @@ def _claim_new(project: Project, annotator: User, now: datetime) -> Annotation |
         candidates = candidates.filter(Q(is_calibration=True) | _assigned(project, annotator))
     elif project.assignment_mode == AssignmentMode.BY_PAPER:
         own_papers = candidates.filter(Q(is_calibration=True) | Q(paper__isnull=True) | _assigned(project, annotator))
-        picked = _lock_first(own_papers)
+        picked = _lock_first(own_papers, annotator, now)
         if picked is None:
-            picked = _claim_new_paper(project, annotator, candidates)
+            picked = _claim_new_paper(project, annotator, candidates, now)
         return _lease_new(project, annotator, picked, now) if picked else None
-    picked = _lock_first(candidates)
+    picked = _lock_first(candidates, annotator, now)
     return _lease_new(project, annotator, picked, now) if picked else None
 
 
-def _lock_first(candidates: QuerySet[ProjectItem]) -> ProjectItem | None:
-    return candidates.order_by("position").select_for_update(skip_locked=True, of=("self",)).first()
+def _lock_first(candidates: QuerySet[ProjectItem], annotator: User, now: datetime) -> ProjectItem | None:
+    passed: list[int] = []
+    for _ in range(CLAIM_BATCH):
+        picked = (
+            candidates.exclude(pk__in=passed)
+            .order_by("position")
+            .select_for_update(skip_locked=True, of=("self",))
+            .first()
+        )
+        if picked is None or _has_room(picked, annotator, now):
+            return picked
+        passed.append(picked.pk)
+    return None
 
 
-def _claim_new_paper(project: Project, annotator: User, candidates: QuerySet[ProjectItem]) -> ProjectItem | None:
+def _has_room(project_item: ProjectItem, annotator: User, now: datetime) -> bool:
+    """Count again once the row is locked.
+
+    The search ran on a snapshot taken before it started: a lease another claim committed
+    meanwhile is invisible to it, and locking the item row does not refresh that snapshot
+    (the other claim inserted an annotation; it did not change the row). These queries are
+    new statements, so under READ COMMITTED they see every committed lease, and the row lock
+    keeps new ones out until this transaction ends.
+    """
+    if project_item.capacity is None:
+        return True
+    submitted = ProjectItem.objects.filter(pk=project_item.pk).values_list("submitted_count", flat=True).get()
+    leased = (
+        Annotation.objects.filter(project_item=project_item, status=AnnotationStatus.DRAFT, lease_expires_at__gt=now)
+        .exclude(annotator=annotator)
+        .count()
+    )
+    return submitted + leased < project_item.capacity
+
+
+def _claim_new_paper(
+    project: Project, annotator: User, candidates: QuerySet[ProjectItem], now: datetime
+) -> ProjectItem | None:
     """By-paper mode: take on a paper that fewer than ``overlap`` annotators hold.
 
     The paper row is locked (skipping papers another claim holds) while its holders are
@@ -187,7 +225,7 @@ def _claim_new_paper(project: Project, annotator: User, candidates: QuerySet[Pro
         if Assignment.objects.filter(project=project, paper=paper).count() >= project.overlap:
             continue
         Assignment.objects.create(project=project, annotator=annotator, paper=paper)
-        picked = _lock_first(candidates.filter(paper=paper))
+        picked = _lock_first(candidates.filter(paper=paper), annotator, now)
         if picked is not None:
             return picked
     return None
@@ -343,7 +381,9 @@ def _submit(
     fields = ["payload", "guideline", "active_ms", "status", "lease_expires_at", "submitted_at"]
     if record.status != AnnotationStatus.SUBMITTED:
         if project_item.is_full:
+            # Kept, but no longer holding a slot: the next claim moves the annotator on.
             record.status = AnnotationStatus.DRAFT
+            record.lease_expires_at = None
             _revision_append(record, actor=annotator, client_token=client_token, fields=fields)
             return SubmitOutcome(record, "full")
         ProjectItem.objects.filter(pk=project_item.pk).update(submitted_count=F("submitted_count") + 1)
