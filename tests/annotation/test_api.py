@@ -34,16 +34,8 @@ from annotation.models import (
 from annotation.services.queue import annotation_submit, lease_claim
 from tests.annotation.workbench_support import qascore_full_marks, qascore_project, spiqa_keep, spiqa_project
 from tests.conftest import CHROMIUM
+from tests.e2e.browser_support import CHROMIUM_FLAGS
 from tests.factories import ProjectFactory, QAItemFactory, UserFactory
-
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 class ApiTestCase(TestCase):

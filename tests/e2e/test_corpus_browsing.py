@@ -4,56 +4,25 @@ test-artifacts/ for a person to look at."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.staticfiles.testing import StaticLiveServerTestCase
 from playwright.sync_api import expect
 
 from annotation.models import Dataset, Role
 from annotation.services.imports import dataset_import
 from tests.base import PASSWORD
-from tests.conftest import CHROMIUM
+from tests.e2e.browser_support import BrowserTestCase
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 SPIQA = ROOT / "fixtures" / "spiqa" / "test-A"
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.mark.browser
-class CorpusBrowsingTests(StaticLiveServerTestCase):
-    playwright: Any
-    browser: Any
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        # Playwright's sync API runs an event loop in this thread; the ORM calls the tests
-        # make here are ordinary synchronous ones.
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-        super().setUpClass()
-        from playwright.sync_api import sync_playwright
-
-        cls.playwright = sync_playwright().start()
-        cls.browser = cls.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.browser.close()
-        cls.playwright.stop()
-        super().tearDownClass()
-        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-
+class CorpusBrowsingTests(BrowserTestCase):
     def setUp(self) -> None:
         summary = dataset_import(
             path=SPIQA / "SPIQA_testA.json",

@@ -5,59 +5,28 @@ submits. Screenshots are kept in test-artifacts/ for a person to look at."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.staticfiles.testing import StaticLiveServerTestCase
 from django.core.files.base import ContentFile
 from playwright.sync_api import expect
 
 from annotation.models import Annotation, AnnotationStatus, Figure, Project
 from tests.annotation.workbench_support import qascore_project, spiqa_project
 from tests.base import PASSWORD
-from tests.conftest import CHROMIUM
+from tests.e2e.browser_support import BrowserTestCase
 from tests.factories import UserFactory
 from tests.web_support import png_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # Autosave waits for a pause in typing; the page shows when the draft is stored.
 AUTOSAVE_TIMEOUT_MS = 10_000
 
 
 @pytest.mark.browser
-class WorkbenchKeyboardTests(StaticLiveServerTestCase):
-    playwright: Any
-    browser: Any
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        # Playwright's sync API runs an event loop in this thread; the ORM calls the tests
-        # make here are ordinary synchronous ones.
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-        super().setUpClass()
-        from playwright.sync_api import sync_playwright
-
-        cls.playwright = sync_playwright().start()
-        cls.browser = cls.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        cls.browser.close()
-        cls.playwright.stop()
-        super().tearDownClass()
-        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-
+class WorkbenchKeyboardTests(BrowserTestCase):
     def setUp(self) -> None:
         lead = UserFactory.create(email="lead@example.org")
         self.annotator = UserFactory.create(email="annotator@example.org")
