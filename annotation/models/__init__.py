@@ -26,6 +26,7 @@ from annotation.models.projects import (
     Project,
     ProjectItem,
     ProjectMembership,
+    ReviewScope,
     Role,
 )
 from annotation.models.records import Annotation, AnnotationRevision, AnnotationStatus
@@ -54,6 +55,7 @@ __all__ = [
     "ProjectItem",
     "ProjectMembership",
     "QAItem",
+    "ReviewScope",
     "Role",
     "SourceFormat",
 ]

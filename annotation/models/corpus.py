@@ -118,6 +118,14 @@ class QAItem(models.Model):
     line = models.PositiveIntegerField(null=True, blank=True, help_text="Source line, for line-based formats.")
     content_hash = models.CharField(max_length=32, blank=True)
     extra = models.JSONField(default=dict, blank=True)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Who wrote the question in Quire (empty for imported items); never asked to validate it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -35,6 +35,11 @@ class AssignmentMode(models.TextChoices):
     BY_PAPER = "by_paper", "By paper: all items of a paper go to the same annotators"
 
 
+class ReviewScope(models.TextChoices):
+    DISAGREEMENTS = "disagreements", "Items whose annotations disagree"
+    ALL = "all", "Every item with more than one annotation"
+
+
 class Project(models.Model):
     name = models.CharField(max_length=200)
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="projects")
@@ -50,6 +55,18 @@ class Project(models.Model):
     )
     selection = models.JSONField(default=dict, blank=True, help_text="How the items were chosen, as asked.")
     workflow_config = models.JSONField(default=dict, blank=True)
+    review_scope = models.CharField(
+        max_length=20,
+        choices=ReviewScope.choices,
+        default=ReviewScope.DISAGREEMENTS,
+        help_text="Which multiply-annotated items go to the review queue (flagged items always do).",
+    )
+    auto_accept_unanimous = models.BooleanField(
+        default=False, help_text="Items whose annotations agree on every label become gold without a reviewer."
+    )
+    reviewers_see_names = models.BooleanField(
+        default=False, help_text="Show reviewers who made each annotation (hidden by default)."
+    )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="ProjectMembership", related_name="projects")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -131,6 +148,10 @@ class ProjectItem(models.Model):
     locked_at = models.DateTimeField(null=True, blank=True, help_text="Set by a reviewer; ends editing.")
     locked_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Copied from the item: the claim never gives annotators a question they wrote.
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
 
     class Meta:

@@ -41,6 +41,9 @@ class Annotation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     skipped_at = models.DateTimeField(null=True, blank=True)
+    # An annotator asks a reviewer to look at the item, whatever the other annotations say.
+    flagged_at = models.DateTimeField(null=True, blank=True)
+    flag_note = models.CharField(max_length=1000, blank=True)
 
     class Meta:
         constraints = [

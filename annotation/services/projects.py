@@ -80,7 +80,10 @@ def selected_items(dataset: Dataset, selection: Selection) -> QuerySet[QAItem]:
     return items.order_by("split", "position", "pk")
 
 
-def _sampled(rows: list[tuple[int, int | None]], selection: Selection) -> list[tuple[int, int | None]]:
+Row = tuple[int, int | None, int | None]  # item id, paper id, author id
+
+
+def _sampled(rows: list[Row], selection: Selection) -> list[Row]:
     if selection.sample_size is None or selection.sample_size >= len(rows):
         return rows
     if selection.sample_size < 1:
@@ -130,7 +133,7 @@ def project_create(
     if not name:
         raise ApplicationError("The project needs a name.")
     _check_settings(workflow, settings)
-    rows = _sampled(list(selected_items(dataset, selection).values_list("pk", "paper_id")), selection)
+    rows = _sampled(list(selected_items(dataset, selection).values_list("pk", "paper_id", "author_id")), selection)
     if not rows:
         raise ApplicationError("The selection matches no items of this dataset.")
     units = list(_units(rows, per_candidate=get_workflow(workflow).unit == "candidate"))
@@ -162,31 +165,31 @@ def project_create(
     return project
 
 
-Unit = tuple[int, int | None, int | None]  # item id, paper id, candidate id
+Unit = tuple[int, int | None, int | None, int | None]  # item id, paper id, author id, candidate id
 
 
-def _units(rows: list[tuple[int, int | None]], *, per_candidate: bool) -> Iterator[Unit]:
+def _units(rows: list[Row], *, per_candidate: bool) -> Iterator[Unit]:
     if not per_candidate:
-        for item_id, paper_id in rows:
-            yield item_id, paper_id, None
+        for item_id, paper_id, author_id in rows:
+            yield item_id, paper_id, author_id, None
         return
     for start in range(0, len(rows), WRITE_BATCH):
         chunk = rows[start : start + WRITE_BATCH]
         candidates: dict[int, list[int]] = {}
         for candidate_id, item_id in (
-            CandidateAnswer.objects.filter(item_id__in=[item_id for item_id, _ in chunk])
+            CandidateAnswer.objects.filter(item_id__in=[row[0] for row in chunk])
             .order_by("item_id", "position", "system_name")
             .values_list("pk", "item_id")
         ):
             candidates.setdefault(item_id, []).append(candidate_id)
-        for item_id, paper_id in chunk:
+        for item_id, paper_id, author_id in chunk:
             for candidate_id in candidates.get(item_id, []):
-                yield item_id, paper_id, candidate_id
+                yield item_id, paper_id, author_id, candidate_id
 
 
 def _queue_write(project: Project, units: Iterable[Unit]) -> None:
     batch: list[ProjectItem] = []
-    for position, (item_id, paper_id, candidate_id) in enumerate(units):
+    for position, (item_id, paper_id, author_id, candidate_id) in enumerate(units):
         calibration = position < project.calibration_size
         batch.append(
             ProjectItem(
@@ -194,6 +197,7 @@ def _queue_write(project: Project, units: Iterable[Unit]) -> None:
                 item_id=item_id,
                 paper_id=paper_id,
                 candidate_id=candidate_id,
+                author_id=author_id,
                 position=position,
                 is_calibration=calibration,
                 capacity=None if calibration else project.overlap,

@@ -153,7 +153,8 @@ def _claim_again(project: Project, annotator: User, now: datetime, status: str) 
 
 def _claim_new(project: Project, annotator: User, now: datetime) -> Annotation | None:
     mine = Annotation.objects.filter(project_item=OuterRef("pk"), annotator=annotator)
-    candidates = _with_room(_open_items(project), now).filter(~Exists(mine))
+    # Nobody validates a question they wrote themselves.
+    candidates = _with_room(_open_items(project), now).filter(~Exists(mine)).exclude(author=annotator)
     if project.assignment_mode == AssignmentMode.FIXED:
         candidates = candidates.filter(Q(is_calibration=True) | _assigned(project, annotator))
     elif project.assignment_mode == AssignmentMode.BY_PAPER:

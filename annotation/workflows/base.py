@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from django import forms
 
-from annotation.models import AssignmentMode, ProjectItem
+from annotation.models import AssignmentMode, Project, ProjectItem
 
 Payload = dict[str, Any]
 
@@ -117,6 +117,22 @@ class Workflow:
         """Things worth a second look that do not block a submit."""
         return []
 
-    def gold_fields(self, payload: Payload) -> Payload:
+    def fields_for(self, project: Project) -> tuple[LabelField, ...]:
+        """The label fields agreement, review and export use for ``project``. Workflows whose
+        fields depend on the project's configuration (a rubric) override this."""
+        return self.label_fields
+
+    def gold_fields(self, payload: Payload, project: Project | None = None) -> Payload:
         """The fields an adjudicated payload contributes to a gold record."""
-        return {f.name: f.value(payload) for f in self.label_fields}
+        fields = self.label_fields if project is None else self.fields_for(project)
+        return {f.name: f.value(payload) for f in fields}
+
+    def curated(self, item_fields: dict[str, Any], gold: Payload) -> dict[str, Any] | None:
+        """The item as it goes into a native-format gold export once adjudicated.
+
+        ``item_fields`` holds the source item's ``question``, ``answer`` and ``evidence``
+        (figure file names) plus anything the exporter adds. Returns None when the gold
+        decision drops the item, else the fields with the decision's edits applied. Rating
+        workflows leave the item as it is.
+        """
+        return dict(item_fields)

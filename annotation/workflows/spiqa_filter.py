@@ -12,7 +12,7 @@ from typing import Any
 
 from django import forms
 
-from annotation.models import ContentType, Figure, ProjectItem, QAItem
+from annotation.models import ContentType, Figure, Project, ProjectItem, QAItem
 from annotation.workflows import register
 from annotation.workflows.base import ItemView, LabelField, Payload, Shortcut, Workflow, WorkflowForm
 from annotation.workflows.widgets import KeyedCheckboxSelectMultiple, KeyedRadioSelect, keyed
@@ -257,7 +257,7 @@ generated from is ticked already), and correct the figure type if it is wrong.
             "modified_answer": payload.get("modified_answer") or item.answer.strip(),
         }
 
-    def gold_fields(self, payload: Payload) -> Payload:
+    def gold_fields(self, payload: Payload, project: Project | None = None) -> Payload:
         return {
             "decision": payload.get("decision"),
             "modify": payload.get("modify"),
@@ -267,6 +267,19 @@ generated from is ticked already), and correct the figure type if it is wrong.
             "figure_type": payload.get("figure_type"),
             "discard_reasons": payload.get("discard_reasons", []),
         }
+
+    def curated(self, item_fields: dict[str, Any], gold: Payload) -> dict[str, Any] | None:
+        if gold.get("decision") != "keep":
+            return None
+        curated = dict(item_fields)
+        if gold.get("modify") == "yes":
+            curated["question"] = gold.get("modified_question") or curated["question"]
+            curated["answer"] = gold.get("modified_answer") or curated["answer"]
+        if gold.get("evidence_figures"):
+            curated["evidence"] = list(gold["evidence_figures"])
+        if gold.get("figure_type"):
+            curated["figure_type"] = gold["figure_type"]
+        return curated
 
 
 def _figure_type(figure: Figure) -> str:

@@ -116,6 +116,12 @@ class ClaimTests(QueueTestCase):
         self.assertEqual(len(seen), len(set(seen)))
         self.assertEqual(len(seen), 2)
 
+    def test_nobody_is_given_a_question_they_wrote(self) -> None:
+        project = spiqa_project(lead=self.lead, papers=1, per_paper=2, members=tuple(self.ann), author=self.ann[0])
+        self.assertEqual(set(project.project_items.values_list("author", flat=True)), {self.ann[0].pk})
+        self.assertIsNone(lease_claim(project=project, annotator=self.ann[0]))
+        self.assertIsNotNone(lease_claim(project=project, annotator=self.ann[1]))
+
     def test_the_database_refuses_a_second_record_for_the_same_item_and_annotator(self) -> None:
         project = spiqa_project(lead=self.lead, members=tuple(self.ann))
         record = self.claim(project, self.ann[0])

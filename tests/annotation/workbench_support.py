@@ -16,7 +16,13 @@ from tests.factories import CandidateAnswerFactory, DatasetFactory, FigureFactor
 
 
 def spiqa_project(
-    *, lead: User, papers: int = 2, per_paper: int = 3, members: tuple[User, ...] = (), **settings: Any
+    *,
+    lead: User,
+    papers: int = 2,
+    per_paper: int = 3,
+    members: tuple[User, ...] = (),
+    author: User | None = None,
+    **settings: Any,
 ) -> Project:
     dataset = DatasetFactory.create()
     for _ in range(papers):
@@ -26,7 +32,7 @@ def spiqa_project(
             paper=paper, content_type="table", figure_type="n/a", file_name=f"{paper.external_id}-Table1-1.png"
         )
         for _ in range(per_paper):
-            item = QAItemFactory.create(paper=paper, dataset=dataset)
+            item = QAItemFactory.create(paper=paper, dataset=dataset, author=author)
             Evidence.objects.create(item=item, figure=first, position=0)
     project = project_create(
         name="SPIQA filtering",
