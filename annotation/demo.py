@@ -7,8 +7,9 @@ projects and memberships are matched by email and name.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -63,6 +64,8 @@ class DemoProject:
     workflow: str
     split: str = ""
     overlap: int = 2
+    assignment_mode: str = ""  # the workflow's default
+    workflow_config: dict[str, Any] = field(default_factory=dict)
 
 
 # Two annotators per item, so the demo has something to measure agreement on.
@@ -118,7 +121,9 @@ def _people_and_projects() -> None:
             workflow=demo.workflow,
             created_by=lead,
             selection=Selection(split=demo.split),
-            settings=ProjectSettings(overlap=demo.overlap),
+            settings=ProjectSettings(
+                overlap=demo.overlap, assignment_mode=demo.assignment_mode, workflow_config=demo.workflow_config
+            ),
         )
         for user, role in people:
             if role is not None:
