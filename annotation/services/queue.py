@@ -53,6 +53,10 @@ CLAIM_ATTEMPTS = 5
 CLAIM_BATCH = 20
 
 
+class _QueueContended(Exception):
+    """Every candidate a claim looked at was taken meanwhile: not the same as an empty queue."""
+
+
 @dataclass(frozen=True)
 class SubmitOutcome:
     annotation: Annotation
@@ -109,6 +113,9 @@ def lease_claim(*, project: Project, annotator: User, now: datetime | None = Non
                 return _claim(project, annotator, now or timezone.now())
         except IntegrityError:
             # The same annotator claimed the same item in another request at the same moment.
+            continue
+        except _QueueContended:
+            # Other claims took every candidate of this round; the next round sees them as taken.
             continue
     raise ApplicationError("The queue is busy; try again in a moment.", status=409)
 
@@ -176,10 +183,13 @@ def _lock_first(candidates: QuerySet[ProjectItem], annotator: User, now: datetim
             .select_for_update(skip_locked=True, of=("self",))
             .first()
         )
+        if picked is None and passed:
+            # Candidates were there but all were taken meanwhile; a fresh search may find more.
+            raise _QueueContended
         if picked is None or _has_room(picked, annotator, now):
             return picked
         passed.append(picked.pk)
-    return None
+    raise _QueueContended
 
 
 def _has_room(project_item: ProjectItem, annotator: User, now: datetime) -> bool:
@@ -303,14 +313,31 @@ def annotation_save_draft(
     """
     now = now or timezone.now()
     active_ms = _checked_active_ms(active_ms)
+    workflow = get_workflow(project.workflow)
+    kept = _draft_payload(payload, set(workflow.form_class.base_fields))
+    # A record without a live lease (expired, skipped, or a full item's kept draft) takes a
+    # slot again only if the item has one; that needs the item's row lock, taken before the
+    # record's as everywhere else.
+    peek = (
+        Annotation.objects.filter(project=project, project_item_id=project_item_id, annotator=annotator)
+        .values_list("status", "lease_expires_at")
+        .first()
+    )
+    item: ProjectItem | None = None
+    if peek is not None and peek[0] != AnnotationStatus.SUBMITTED and not (peek[1] and peek[1] > now):
+        item = ProjectItem.objects.select_for_update(of=("self",)).filter(pk=project_item_id).first()
     record = _my_record(project, project_item_id, annotator)
     if record.status == AnnotationStatus.SUBMITTED:
         return record
-    workflow = get_workflow(project.workflow)
-    kept = _draft_payload(payload, set(workflow.form_class.base_fields))
+    if record.project_item.locked_at is not None:
+        raise ApplicationError("A reviewer has locked this item; it can no longer be edited.", status=409)
     changed_fields = ["lease_expires_at", "status"]
-    record.status = AnnotationStatus.DRAFT
-    record.lease_expires_at = now + timedelta(seconds=project.lease_seconds)
+    live = record.lease_expires_at is not None and record.lease_expires_at > now
+    if live or (item is not None and _has_room(item, annotator, now)):
+        record.status = AnnotationStatus.DRAFT
+        record.lease_expires_at = now + timedelta(seconds=project.lease_seconds)
+    # Otherwise the work is kept but holds no slot: a submit then answers "full" if the
+    # item filled up meanwhile.
     if active_ms is not None and active_ms > record.active_ms:
         record.active_ms = active_ms
         changed_fields.append("active_ms")

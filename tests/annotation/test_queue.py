@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
+from unittest import mock
 
 from django.db import IntegrityError, transaction
 from django.test import TestCase
@@ -12,6 +13,7 @@ from django.utils import timezone
 from accounts.models import User
 from annotation.errors import ApplicationError
 from annotation.models import Annotation, AnnotationRevision, AnnotationStatus, Assignment, Project, ProjectItem
+from annotation.services import queue
 from annotation.services.projects import assignment_create, guideline_publish
 from annotation.services.queue import (
     SubmitOutcome,
@@ -132,6 +134,21 @@ class ClaimTests(QueueTestCase):
         project = spiqa_project(lead=self.lead, members=tuple(self.ann), overlap=2)
         with self.assertRaises(IntegrityError), transaction.atomic():
             ProjectItem.objects.filter(project=project, position=0).update(submitted_count=3)
+
+    def test_a_round_whose_candidates_were_all_taken_is_retried_not_reported_as_an_empty_queue(self) -> None:
+        project = spiqa_project(lead=self.lead, papers=1, per_paper=2, members=tuple(self.ann))
+        for user in self.ann[:2]:
+            self.claim(project, user)
+        # The search believed every item had room; the recount under the row lock says none has.
+        stale = ProjectItem.objects.filter(project=project)
+        with self.assertRaises(queue._QueueContended):
+            queue._lock_first(stale, self.ann[2], timezone.now())
+        with (
+            mock.patch.object(queue, "_with_room", lambda items, now, exclude=None: items),
+            self.assertRaisesMessage(ApplicationError, "busy"),
+        ):
+            lease_claim(project=project, annotator=self.ann[2])
+        self.assertIsNone(lease_claim(project=project, annotator=self.ann[2]))
 
     def test_calibration_items_go_to_every_annotator_first(self) -> None:
         project = spiqa_project(lead=self.lead, papers=1, per_paper=4, members=tuple(self.ann), calibration_size=2)
@@ -320,6 +337,47 @@ class DraftTests(QueueTestCase):
         )
         record.refresh_from_db()
         self.assertEqual((record.status, record.payload["decision"]), (AnnotationStatus.SUBMITTED, "keep"))
+
+    def test_autosave_after_the_lease_ran_out_keeps_the_work_but_takes_no_slot_someone_else_holds(self) -> None:
+        project = spiqa_project(lead=self.lead, papers=1, per_paper=1, members=tuple(self.ann))
+        record = self.claim(project, self.ann[0])
+        later = timezone.now() + timedelta(seconds=project.lease_seconds + 60)
+        other = self.claim(project, self.ann[1], now=later)
+        self.assertEqual(other.project_item_id, record.project_item_id)
+        annotation_save_draft(
+            project=project,
+            project_item_id=record.project_item_id,
+            annotator=self.ann[0],
+            payload={"decision": "keep"},
+            now=later,
+        )
+        record.refresh_from_db()
+        self.assertEqual(record.payload, {"decision": "keep"})
+        assert record.lease_expires_at is not None
+        self.assertLess(record.lease_expires_at, later)
+        live = Annotation.objects.filter(project_item=record.project_item, lease_expires_at__gt=later)
+        self.assertEqual(list(live.values_list("annotator", flat=True)), [self.ann[1].pk])
+
+    def test_autosave_after_the_lease_ran_out_takes_the_slot_back_when_it_is_free(self) -> None:
+        project = spiqa_project(lead=self.lead, papers=1, per_paper=1, members=tuple(self.ann))
+        record = self.claim(project, self.ann[0])
+        later = timezone.now() + timedelta(seconds=project.lease_seconds + 60)
+        annotation_save_draft(
+            project=project, project_item_id=record.project_item_id, annotator=self.ann[0], payload={}, now=later
+        )
+        record.refresh_from_db()
+        assert record.lease_expires_at is not None
+        self.assertGreater(record.lease_expires_at, later)
+        self.assertIsNone(lease_claim(project=project, annotator=self.ann[1], now=later))
+
+    def test_autosave_to_an_item_a_reviewer_locked_is_refused(self) -> None:
+        project = spiqa_project(lead=self.lead, members=tuple(self.ann))
+        record = self.claim(project, self.ann[0])
+        ProjectItem.objects.filter(pk=record.project_item_id).update(locked_at=timezone.now())
+        with self.assertRaisesMessage(ApplicationError, "locked"):
+            annotation_save_draft(
+                project=project, project_item_id=record.project_item_id, annotator=self.ann[0], payload={}
+            )
 
     def test_an_absurd_active_time_is_refused(self) -> None:
         project = spiqa_project(lead=self.lead, members=tuple(self.ann))
