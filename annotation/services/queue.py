@@ -197,17 +197,17 @@ def _has_room(project_item: ProjectItem, annotator: User, now: datetime) -> bool
 
     The search ran on a snapshot taken before it started: a lease another claim committed
     meanwhile is invisible to it, and locking the item row does not refresh that snapshot
-    (the other claim inserted an annotation; it did not change the row). These queries are
-    new statements, so under READ COMMITTED they see every committed lease, and the row lock
+    (the other claim inserted an annotation; it did not change the row). This query is a
+    new statement, so under READ COMMITTED it sees every committed lease, and the row lock
     keeps new ones out until this transaction ends.
     """
     if project_item.capacity is None:
         return True
-    submitted = ProjectItem.objects.filter(pk=project_item.pk).values_list("submitted_count", flat=True).get()
-    leased = (
-        Annotation.objects.filter(project_item=project_item, status=AnnotationStatus.DRAFT, lease_expires_at__gt=now)
-        .exclude(annotator=annotator)
-        .count()
+    submitted, leased = (
+        ProjectItem.objects.filter(pk=project_item.pk)
+        .annotate(leased=Coalesce(_live_leases(now, exclude=annotator), 0))
+        .values_list("submitted_count", "leased")
+        .get()
     )
     return submitted + leased < project_item.capacity
 
