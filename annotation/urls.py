@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import corpus, projects, workbench
+from annotation.views import corpus, m3sciqa, projects, workbench
 
 urlpatterns = [
     path("", corpus.home, name="home"),
@@ -13,4 +13,5 @@ urlpatterns = [
     path("imports/<int:job_id>/", corpus.import_job_detail, name="import_job_detail"),
     *projects.urlpatterns,
     *workbench.urlpatterns,
+    *m3sciqa.urlpatterns,
 ]
