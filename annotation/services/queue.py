@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -41,6 +41,7 @@ from annotation.models import (
     Paper,
     Project,
     ProjectItem,
+    ProjectMembership,
 )
 from annotation.workflows import get_workflow
 from annotation.workflows.base import Payload, PayloadInvalid
@@ -159,19 +160,53 @@ def _claim_again(project: Project, annotator: User, now: datetime, status: str) 
 
 
 def _claim_new(project: Project, annotator: User, now: datetime) -> Annotation | None:
+    """A new item for the annotator, searched from their queue position, then (when nothing
+    is left ahead) from the start, which finds items a reviewer reopened behind it."""
+    start = (
+        ProjectMembership.objects.filter(project=project, user=annotator).values_list("queue_from", flat=True).first()
+        or 0
+    )
+    picked = _pick_new(project, annotator, now, start)
+    if picked is None and start:
+        start = 0
+        picked = _pick_new(project, annotator, now, start)
+    if picked is None:
+        return None
+    record = _lease_new(project, annotator, picked, now)
+    _queue_advance(project, annotator, start, picked.position)
+    return record
+
+
+def _pick_new(project: Project, annotator: User, now: datetime, start: int) -> ProjectItem | None:
     mine = Annotation.objects.filter(project_item=OuterRef("pk"), annotator=annotator)
     # Nobody validates a question they wrote themselves.
-    candidates = _with_room(_open_items(project), now).filter(~Exists(mine)).exclude(author=annotator)
+    candidates = (
+        _with_room(_open_items(project).filter(position__gte=start), now)
+        .filter(~Exists(mine))
+        .exclude(author=annotator)
+    )
     if project.assignment_mode == AssignmentMode.FIXED:
         candidates = candidates.filter(Q(is_calibration=True) | _assigned(project, annotator))
     elif project.assignment_mode == AssignmentMode.BY_PAPER:
         own_papers = candidates.filter(Q(is_calibration=True) | Q(paper__isnull=True) | _assigned(project, annotator))
-        picked = _lock_first(own_papers, annotator, now)
-        if picked is None:
-            picked = _claim_new_paper(project, annotator, candidates, now)
-        return _lease_new(project, annotator, picked, now) if picked else None
-    picked = _lock_first(candidates, annotator, now)
-    return _lease_new(project, annotator, picked, now) if picked else None
+        return _lock_first(own_papers, annotator, now) or _claim_new_paper(project, annotator, candidates, now)
+    return _lock_first(candidates, annotator, now)
+
+
+def _queue_advance(project: Project, annotator: User, start: int, claimed: int) -> None:
+    """Move the annotator's queue position to their first entry that is neither full nor
+    theirs: everything they passed stays behind them, so the next claim does not scan it."""
+    mine = Annotation.objects.filter(project_item=OuterRef("pk"), annotator=annotator)
+    first_open = (
+        ProjectItem.objects.filter(project=project, position__gte=start)
+        .filter(Q(capacity__isnull=True) | Q(submitted_count__lt=F("capacity")))
+        .filter(~Exists(mine))
+        .order_by("position")
+        .values("position")[:1]
+    )
+    ProjectMembership.objects.filter(project=project, user=annotator).update(
+        queue_from=Coalesce(Subquery(first_open), Value(claimed + 1))
+    )
 
 
 def _lock_first(candidates: QuerySet[ProjectItem], annotator: User, now: datetime) -> ProjectItem | None:

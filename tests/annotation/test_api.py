@@ -153,7 +153,7 @@ class ClaimApiTests(ApiTestCase):
         project = self.spiqa(papers=3, per_paper=3)
         client = self.api(self.annotator)
         url = reverse("api_claim", args=[project.pk])
-        with self.assertNumQueries(13):
+        with self.assertNumQueries(14):
             first = client.post(url).json()
         for position in range(1, 6):
             record = lease_claim(project=project, annotator=self.annotator)
@@ -165,7 +165,7 @@ class ClaimApiTests(ApiTestCase):
                 payload=spiqa_keep(record.project_item),
             )
             self.assertEqual(record.project_item.position, position - 1)
-        with self.assertNumQueries(13):
+        with self.assertNumQueries(14):
             late = client.post(url).json()
         self.assertNotEqual(first["project_item"], late["project_item"])
 

@@ -150,6 +150,37 @@ class ClaimTests(QueueTestCase):
             lease_claim(project=project, annotator=self.ann[2])
         self.assertIsNone(lease_claim(project=project, annotator=self.ann[2]))
 
+    def test_the_queue_position_moves_past_items_that_are_full_or_already_mine(self) -> None:
+        project = spiqa_project(lead=self.lead, papers=1, per_paper=5, members=tuple(self.ann), overlap=2)
+        membership = project.memberships.get(user=self.ann[0])
+        for _ in range(3):
+            self.submit(project, self.ann[0], self.claim(project, self.ann[0]))
+        membership.refresh_from_db()
+        self.assertEqual(membership.queue_from, 3)
+        # Another annotator still waits at the start: those items have room for a second record.
+        held = self.claim(project, self.ann[1])
+        self.assertEqual(held.project_item.position, 0)
+        self.assertEqual(project.memberships.get(user=self.ann[1]).queue_from, 1)
+
+    def test_an_item_leased_by_someone_else_stays_ahead_of_the_queue_position(self) -> None:
+        project = spiqa_project(lead=self.lead, papers=1, per_paper=3, members=tuple(self.ann))
+        first = self.claim(project, self.ann[0])
+        self.submit(project, self.ann[1], self.claim(project, self.ann[1]))
+        self.assertEqual(project.memberships.get(user=self.ann[1]).queue_from, 0)
+        later = timezone.now() + timedelta(seconds=project.lease_seconds + 60)
+        again = self.claim(project, self.ann[1], now=later)
+        self.assertEqual(again.project_item_id, first.project_item_id)
+
+    def test_an_item_that_gains_room_behind_the_queue_position_is_handed_out_once_nothing_is_ahead(self) -> None:
+        project = spiqa_project(lead=self.lead, papers=1, per_paper=2, members=tuple(self.ann))
+        ProjectItem.objects.filter(project=project, position=0).update(submitted_count=1)
+        self.submit(project, self.ann[0], self.claim(project, self.ann[0]))
+        self.assertEqual(project.memberships.get(user=self.ann[0]).queue_from, 2)
+        # As when a lead raises the overlap: the full item has room again.
+        ProjectItem.objects.filter(project=project, position=0).update(capacity=2)
+        reopened = self.claim(project, self.ann[0])
+        self.assertEqual(reopened.project_item.position, 0)
+
     def test_calibration_items_go_to_every_annotator_first(self) -> None:
         project = spiqa_project(lead=self.lead, papers=1, per_paper=4, members=tuple(self.ann), calibration_size=2)
         for user in self.ann:

@@ -690,9 +690,10 @@ def test_the_diff_of_equal_texts_is_the_text() -> None:
 
 
 # Every page starts with three: the session, the user and the membership check.
-# Next (a new claim): savepoint, my live draft, my expired drafts, the item row to lock, its
-# submitted count and live leases again under the lock, the current guideline, the insert, release.
-NEXT_QUERIES = 12
+# Next (a new claim): savepoint, my live draft, my expired drafts, my queue position, the item row
+# to lock, its submitted count and live leases again under the lock (one query), the current
+# guideline, the insert, my new queue position, release.
+NEXT_QUERIES = 13
 # Next with htmx (my live draft again): savepoint, my live draft, release, my record with its
 # item, then the item page's reads below.
 NEXT_HTMX_QUERIES = 13
