@@ -72,6 +72,7 @@ class DemoProject:
 DEMO_PROJECTS = [
     DemoProject("SPIQA test-A filtering", "SPIQA demo", "spiqa_filter", split="test-A"),
     DemoProject("QAScore rating", "QAScore demo", "qascore_rating"),
+    DemoProject("SciDQA curation", "SciDQA demo", "scidqa_curation"),
     DemoProject("M3SciQA locality writing", "M3SciQA demo", "m3sciqa_locality", split="locality"),
     DemoProject("M3SciQA validation", "M3SciQA demo", "m3sciqa_validation"),
 ]
