@@ -1,12 +1,15 @@
 """The judges Quire can run, by name. Each judge module holds a request builder and pure
-parsing or scoring functions; this registry says what each one is and which prompts and
-request profiles it may use, so a judge run can be validated before anything is sent."""
+parsing or scoring functions; this registry says what each of the four paper judges is and
+which prompts and request profiles it may use, so a judge run can be validated before
+anything is sent. ``custom`` (a lead-written prompt) and the offline metrics (exact match,
+relaxed accuracy, ROUGE-L) are judges too: `judge_names()` lists every name, and
+`requests_for` / `score_for` / `judge_item` (protocol.py) run any of them on one item."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evaluation.judges import l3score, m3sciqa, qaeval, scidqa
+from evaluation.judges import l3score, m3sciqa, qaeval, qaeval_extract, scidqa
 from evaluation.judges.base import PromptTemplate, RequestProfile
 
 
@@ -57,8 +60,8 @@ JUDGES: dict[str, JudgeInfo] = {
             module=qaeval.__name__,
             scale="0 / 0.5 / 1",
             default_model=qaeval.DEFAULT_MODEL,
-            templates=(qaeval.TEMPLATE,),
-            profiles=(qaeval.PROFILE,),
+            templates=(qaeval.TEMPLATE, qaeval_extract.EXTRACT_TEMPLATE),
+            profiles=(qaeval.PROFILE, qaeval_extract.EXTRACT_PROFILE),
         ),
         JudgeInfo(
             name="m3sciqa",
@@ -75,7 +78,7 @@ JUDGES: dict[str, JudgeInfo] = {
             module=scidqa.__name__,
             scale="overall 1-10, stored x10",
             default_model=scidqa.DEFAULT_JUDGE_MODEL,
-            templates=(scidqa.JUDGE_TEMPLATE, scidqa.EXTRACTOR_TEMPLATE),
+            templates=(scidqa.FIXED_JUDGE_TEMPLATE, scidqa.JUDGE_TEMPLATE, scidqa.EXTRACTOR_TEMPLATE),
             profiles=(scidqa.JUDGE_PROFILE, scidqa.EXTRACTOR_PROFILE),
         ),
     )
@@ -87,3 +90,33 @@ def judge_get(name: str) -> JudgeInfo:
         return JUDGES[name]
     except KeyError:
         raise LookupError(f"unknown judge {name!r}; known judges: {', '.join(sorted(JUDGES))}") from None
+
+
+# The item-level protocol the engine calls; imported last because it builds on the judge
+# modules above.
+from evaluation.judges.protocol import (  # noqa: E402
+    CUSTOM,
+    OFFLINE_METRICS,
+    JudgeOutcome,
+    judge_item,
+    judge_names,
+    needs_endpoint,
+    requests_for,
+    score_for,
+    validate_config,
+)
+
+__all__ = [
+    "CUSTOM",
+    "JUDGES",
+    "OFFLINE_METRICS",
+    "JudgeInfo",
+    "JudgeOutcome",
+    "judge_get",
+    "judge_item",
+    "judge_names",
+    "needs_endpoint",
+    "requests_for",
+    "score_for",
+    "validate_config",
+]

@@ -22,6 +22,7 @@ from evaluation.judges.base import (
 
 # Exact, quirks kept: "average of the five dimension scores" over four dimensions, and the
 # slots in the order question, model answer, gold answer. 1,450 characters, no final newline.
+# This is the "faithful" mode's prompt; the default "fixed" mode's prompt follows it.
 JUDGE_TEMPLATE = PromptTemplate(
     version="scidqa-judge-coarsegrained",
     text=(
@@ -57,6 +58,36 @@ JUDGE_TEMPLATE = PromptTemplate(
         "Overall Quality Score: [Average of the four above scores]"
     ),
 )
+
+FIVE_DIMENSIONS = "the average of the five dimension scores"
+FOUR_DIMENSIONS = "the average of the four dimension scores"
+# The published wording with its one quirk fixed: the overall score averages the four
+# dimensions the prompt lists, as its own output format already says. Nothing else changes
+# (the slot order is how the reference run filled them, not a slip), so the two modes differ
+# by exactly this phrase and their scores must still not be mixed.
+FIXED_JUDGE_TEMPLATE = PromptTemplate(
+    version="scidqa-judge-coarsegrained-four-dimensions",
+    text=JUDGE_TEMPLATE.text.replace(FIVE_DIMENSIONS, FOUR_DIMENSIONS),
+)
+
+
+class JudgeMode(StrEnum):
+    """Recorded with every score: "faithful" keeps the published prompt word for word,
+    "fixed" (the default) asks for the average of four dimensions."""
+
+    FIXED = "fixed"
+    FAITHFUL = "faithful"
+
+
+JUDGE_TEMPLATES = {JudgeMode.FIXED: FIXED_JUDGE_TEMPLATE, JudgeMode.FAITHFUL: JUDGE_TEMPLATE}
+
+
+def judge_mode(value: str) -> JudgeMode:
+    try:
+        return JudgeMode(value)
+    except ValueError:
+        raise ValueError(f"unknown SciDQA judge mode {value!r}; the modes are 'fixed' and 'faithful'") from None
+
 
 # Fig. 13 as the extraction script holds it: a triple-quoted string that keeps the source
 # file's indentation (a 4-space line after the first, 8 spaces before the later text lines,
@@ -100,18 +131,21 @@ def gold_for_judge(gold: str) -> str:
     return gold.removeprefix(GOLD_PREFIX).strip()
 
 
-def render_prompt(*, question: str, model_answer: str, gold: str) -> str:
+def render_prompt(*, question: str, model_answer: str, gold: str, mode: str = JudgeMode.FIXED) -> str:
     """str.format fills the three ``{}`` slots positionally; it never re-reads the values,
     so braces inside the answers are safe. The model answer is stripped and nothing more."""
-    return JUDGE_TEMPLATE.text.format(question, model_answer.strip(), gold_for_judge(gold))
+    template = JUDGE_TEMPLATES[judge_mode(mode)]
+    return template.text.format(question, model_answer.strip(), gold_for_judge(gold))
 
 
 def build_judge_request(
-    *, question: str, model_answer: str, gold: str, model: str = DEFAULT_JUDGE_MODEL
+    *, question: str, model_answer: str, gold: str, model: str = DEFAULT_JUDGE_MODEL, mode: str = JudgeMode.FIXED
 ) -> ChatRequest:
-    """A single user turn; the server applies the model's chat template."""
-    prompt = render_prompt(question=question, model_answer=model_answer, gold=gold)
-    return chat_request(template=JUDGE_TEMPLATE, profile=JUDGE_PROFILE, model=model, messages=[user_message(prompt)])
+    """A single user turn; the server applies the model's chat template. The template's
+    version, stored with the request, names the mode."""
+    template = JUDGE_TEMPLATES[judge_mode(mode)]
+    prompt = render_prompt(question=question, model_answer=model_answer, gold=gold, mode=mode)
+    return chat_request(template=template, profile=JUDGE_PROFILE, model=model, messages=[user_message(prompt)])
 
 
 def build_extractor_request(judge_text: str, *, model: str = DEFAULT_EXTRACTOR_MODEL) -> ChatRequest:

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from evaluation.judges import JUDGES, judge_get, l3score, m3sciqa, scidqa
+from evaluation.judges import JUDGES, judge_get, l3score, m3sciqa, qaeval_extract, scidqa
 from evaluation.judges.base import PromptTemplate, RequestProfile, substitute_once
 
 
@@ -20,6 +20,12 @@ def test_each_judge_points_at_its_module_and_defaults():
     assert judge_get("l3score").default_profile is l3score.SPIQA_PARITY
     assert judge_get("m3sciqa").default_template is m3sciqa.CODE_TEMPLATE
     assert judge_get("scidqa").template("scidqa-score-extraction-fig13") is scidqa.EXTRACTOR_TEMPLATE
+
+
+def test_the_registry_carries_the_extraction_prompt_and_both_scidqa_modes():
+    assert judge_get("qaeval").template("qaextract-guidelines-quire-1") is qaeval_extract.EXTRACT_TEMPLATE
+    assert judge_get("scidqa").default_template is scidqa.FIXED_JUDGE_TEMPLATE
+    assert judge_get("scidqa").template("scidqa-judge-coarsegrained") is scidqa.JUDGE_TEMPLATE
 
 
 def test_only_l3score_needs_logprobs():

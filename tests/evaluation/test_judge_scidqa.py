@@ -66,7 +66,31 @@ def test_the_judge_request_uses_the_repository_sampling_settings():
         "top_p": 0.9,
         "max_tokens": 1024,
     }
-    assert (request.template_version, request.profile) == ("scidqa-judge-coarsegrained", "scidqa-judge")
+    assert (request.template_version, request.profile) == ("scidqa-judge-coarsegrained-four-dimensions", "scidqa-judge")
+
+
+def test_the_default_mode_fixes_the_five_dimensions_quirk_and_nothing_else():
+    fixed = scidqa.render_prompt(question="q", model_answer="m", gold="g")
+    faithful = scidqa.render_prompt(question="q", model_answer="m", gold="g", mode="faithful")
+    assert "the average of the four dimension scores" in fixed
+    assert "five" not in fixed
+    assert "the average of the five dimension scores" in faithful
+    assert faithful.replace("five dimension", "four dimension") == fixed
+    assert len(scidqa.FIXED_JUDGE_TEMPLATE.text) == 1450
+
+
+def test_the_mode_is_recorded_in_the_requests_template_version():
+    faithful = scidqa.build_judge_request(question="q", model_answer="m", gold="g", mode="faithful")
+    fixed = scidqa.build_judge_request(question="q", model_answer="m", gold="g", mode=scidqa.JudgeMode.FIXED)
+    assert faithful.template_version == "scidqa-judge-coarsegrained"
+    assert faithful.template_sha256 == scidqa.JUDGE_TEMPLATE.sha256
+    assert fixed.template_version == "scidqa-judge-coarsegrained-four-dimensions"
+    assert fixed.template_sha256 != faithful.template_sha256
+
+
+def test_an_unknown_mode_is_refused():
+    with pytest.raises(ValueError, match="'fixed' and 'faithful'"):
+        scidqa.render_prompt(question="q", model_answer="m", gold="g", mode="paper")
 
 
 def test_the_extractor_prompt_keeps_the_scripts_indentation():
