@@ -84,6 +84,9 @@ class Workflow:
     shortcuts: ClassVar[tuple[Shortcut, ...]]
     default_guidelines: ClassVar[str]
     default_assignment_mode: ClassVar[str] = AssignmentMode.OPEN
+    # Extra pages a lead can open from the project's overview: (button label, URL name taking
+    # the project id).
+    lead_actions: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def item_view(self, project_item: ProjectItem) -> ItemView:
         """Everything the display needs, fetched in a fixed number of queries."""

@@ -236,6 +236,7 @@ class M3sciqaLocality(Workflow):
         Shortcut("r", "Choose the gold reference from the list box"),
         Shortcut("i", "Confirm the question needs the image"),
     )
+    lead_actions = (("Publish questions for validation", "m3sciqa_locality_publish"),)
     default_guidelines = _GUIDELINES_TEMPLATE.replace("{types}", LOCALITY_TYPE_TABLE)
 
     def item_view(self, project_item: ProjectItem) -> ItemView:

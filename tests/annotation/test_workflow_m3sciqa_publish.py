@@ -273,6 +273,13 @@ class PageTests(PublishTestCase):
         self.assertContains(response, "not been published yet")
         self.assertNotContains(response, "style=")
 
+    def test_the_project_overview_links_to_it_for_the_lead_only(self) -> None:
+        overview = reverse("project_detail", args=[self.project.pk])
+        self.client.force_login(self.lead)
+        self.assertContains(self.client.get(overview), f'href="{self.url()}"')
+        self.client.force_login(self.writer)
+        self.assertNotContains(self.client.get(overview), f'href="{self.url()}"')
+
     def test_a_publish_redirects_to_the_dataset_with_the_counts(self) -> None:
         self.client.force_login(self.lead)
         response = self.client.post(self.url(), {"dataset_name": "For validation"})
