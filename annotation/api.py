@@ -29,6 +29,7 @@ from accounts.models import User
 from annotation.access import project_get_for_user
 from annotation.models import Annotation, AnnotationRevision, AnnotationStatus, Figure, Project, Role
 from annotation.services.queue import MAX_ACTIVE_MS, SubmitOutcome, annotation_submit, lease_claim
+from annotation.workflows import get_workflow
 
 FULL_DETAIL = (
     "The item already has all the annotations it needs. Your work was kept as a draft and not "
@@ -141,8 +142,10 @@ class LeaseClaimApi(APIView):
             id = serializers.IntegerField(source="item.id")
             external_id = serializers.CharField(source="item.external_id")
             split = serializers.CharField(source="item.split")
-            question = serializers.CharField(source="item.question")
-            answer = serializers.CharField(source="item.answer")
+            question = serializers.CharField(
+                source="item.question", help_text="Empty for workflows that write the question from the figure."
+            )
+            answer = serializers.CharField(source="item.answer", help_text="Empty when the question is.")
             paper = serializers.CharField(
                 source="item.paper.external_id", allow_null=True, help_text="The paper's external id."
             )
@@ -198,6 +201,8 @@ class LeaseClaimApi(APIView):
             "project_item__item__paper", "project_item__candidate", "guideline"
         ).get(pk=claimed.pk)
         data = self.OutputSerializer(record).data
+        if get_workflow(project.workflow).hides_item_text:
+            data["item"]["question"] = data["item"]["answer"] = ""
         paper_id = record.project_item.item.paper_id
         data["item"]["figures"] = (
             list(

@@ -87,6 +87,9 @@ class Workflow:
     # Extra pages a lead can open from the project's overview: (button label, URL name taking
     # the project id).
     lead_actions: ClassVar[tuple[tuple[str, str], ...]] = ()
+    # Writing workflows start from the figure alone: the item's imported question and answer
+    # are kept from annotators on every page and in the API.
+    hides_item_text: ClassVar[bool] = False
 
     def item_view(self, project_item: ProjectItem) -> ItemView:
         """Everything the display needs, fetched in a fixed number of queries."""

@@ -237,6 +237,7 @@ class M3sciqaLocality(Workflow):
         Shortcut("i", "Confirm the question needs the image"),
     )
     lead_actions = (("Publish questions for validation", "m3sciqa_locality_publish"),)
+    hides_item_text = True
     default_guidelines = _GUIDELINES_TEMPLATE.replace("{types}", LOCALITY_TYPE_TABLE)
 
     def item_view(self, project_item: ProjectItem) -> ItemView:

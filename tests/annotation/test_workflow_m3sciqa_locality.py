@@ -282,6 +282,18 @@ class QueueTests(LocalityTestCase):
         self.assertEqual((record.status, record.revision_count), (AnnotationStatus.DRAFT, 0))
 
 
+class ApiTests(LocalityTestCase):
+    def test_a_claim_through_the_api_keeps_the_imported_question_and_answer_from_the_writer(self) -> None:
+        self.client.force_login(self.writer)
+        response = self.client.post(reverse("api_claim", args=[self.project.pk]))
+        self.assertEqual(response.status_code, 200)
+        item = response.json()["item"]
+        imported = QAItem.objects.get(pk=item["id"])
+        self.assertTrue(imported.question)
+        self.assertEqual((item["question"], item["answer"]), ("", ""))
+        self.assertNotIn(imported.question, response.content.decode())
+
+
 class PageTests(LocalityTestCase):
     def test_the_page_shows_the_image_the_definitions_and_the_searchable_cluster_but_not_the_imported_question(
         self,
