@@ -75,6 +75,7 @@ DEMO_PROJECTS = [
     DemoProject("SciDQA curation", "SciDQA demo", "scidqa_curation"),
     DemoProject("M3SciQA locality writing", "M3SciQA demo", "m3sciqa_locality", split="locality"),
     DemoProject("M3SciQA validation", "M3SciQA demo", "m3sciqa_validation"),
+    DemoProject("SciDQA aspects rating", "QAScore demo", "rubric_rating", workflow_config={"preset": "scidqa_aspects"}),
 ]
 
 

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
+from django.forms import BoundField
 
 from accounts.models import User
 from annotation.access import datasets_importable_by
@@ -24,6 +26,7 @@ from annotation.models import (
 )
 from annotation.services.projects import GUIDELINE_LIMIT, ProjectSettings, Selection
 from annotation.workflows import workflow_choices
+from annotation.workflows.rubric_presets import PRESETS
 
 # SPIQA's figure-type vocabulary, which the importers normalise figure types to.
 FIGURE_TYPE_CHOICES = [
@@ -57,6 +60,29 @@ class IdListField(forms.CharField):
         if len(ids) > MAX_IDS:
             raise ValidationError(f"At most {MAX_IDS:,} ids at once.")
         return ids
+
+
+class JsonObjectField(forms.CharField):
+    """A textarea holding one JSON object, cleaned to a dict; errors say where the JSON breaks."""
+
+    widget = forms.Textarea(attrs={"rows": 12, "spellcheck": "false"})
+
+    def to_python(self, value: Any) -> dict[str, Any] | None:  # type: ignore[override]
+        text = str(value or "").strip()
+        if not text:
+            return None
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValidationError(f"Not valid JSON: {error.msg} (line {error.lineno}, column {error.colno}).") from None
+        if not isinstance(parsed, dict):
+            raise ValidationError('Give one JSON object: {"name": ..., "criteria": [...]}.')
+        return parsed
+
+
+# Rubric rating is the one workflow configured per project: its block of the form.
+RUBRIC_WORKFLOW = "rubric_rating"
+RUBRIC_FIELDS = ("rubric_preset", "workflow_config")
 
 
 class ProjectCreateForm(forms.Form):
@@ -110,6 +136,17 @@ class ProjectCreateForm(forms.Form):
         max_length=GUIDELINE_LIMIT,
         help_text="Markdown. Empty for the workflow's default guidelines.",
     )
+    rubric_preset = forms.ChoiceField(
+        choices=[("", "—"), *((name, preset.label) for name, preset in PRESETS.items())],
+        required=False,
+        label="Rubric preset",
+        help_text="Rubric rating only: a rubric from the source papers.",
+    )
+    workflow_config = JsonObjectField(
+        required=False,
+        label="Your own rubric (JSON)",
+        help_text="Rubric rating only, instead of a preset: criteria with their scales. Start from a preset below.",
+    )
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -132,7 +169,28 @@ class ProjectCreateForm(forms.Form):
         dataset, split = cleaned.get("dataset"), cleaned.get("split")
         if dataset is not None and split and not QAItem.objects.filter(dataset=dataset, split=split).exists():
             self.add_error("split", f"{dataset.name} has no split called {split!r}.")
+        self._clean_rubric(cleaned)
         return cleaned
+
+    def _clean_rubric(self, cleaned: dict[str, Any]) -> None:
+        preset, rubric = cleaned.get("rubric_preset"), cleaned.get("workflow_config")
+        if cleaned.get("workflow") != RUBRIC_WORKFLOW:
+            if preset or rubric:
+                self.add_error("rubric_preset" if preset else "workflow_config", "Only rubric rating takes a rubric.")
+        elif preset and rubric:
+            self.add_error("workflow_config", "Choose a preset or give your own rubric, not both.")
+        elif not preset and not rubric and "workflow_config" not in self.errors:
+            self.add_error("rubric_preset", "Rubric rating needs a rubric: choose a preset or give your own.")
+
+    def general_fields(self) -> list[BoundField]:
+        return [self[name] for name in self.fields if name not in RUBRIC_FIELDS]
+
+    def rubric_fields(self) -> list[BoundField]:
+        return [self[name] for name in RUBRIC_FIELDS]
+
+    def rubric_presets(self) -> list[tuple[str, str, str]]:
+        """Each preset as (name, label, JSON), to copy into the rubric box and edit."""
+        return [(name, preset.label, json.dumps(preset.config, indent=2)) for name, preset in PRESETS.items()]
 
     def selection(self) -> Selection:
         data = self.cleaned_data
@@ -146,12 +204,14 @@ class ProjectCreateForm(forms.Form):
 
     def settings(self) -> ProjectSettings:
         data = self.cleaned_data
+        preset = data["rubric_preset"]
         # Left empty, the service picks the workflow's default mode.
         return ProjectSettings(
             overlap=data["overlap"],
             lease_seconds=data["lease_minutes"] * 60,
             assignment_mode=data["assignment_mode"],
             calibration_size=data["calibration_size"],
+            workflow_config={"preset": preset} if preset else data["workflow_config"] or {},
         )
 
 

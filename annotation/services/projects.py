@@ -29,6 +29,7 @@ from annotation.models import (
     Role,
 )
 from annotation.workflows import UnknownWorkflow, get_workflow
+from annotation.workflows.base import ConfigInvalid
 
 WRITE_BATCH = 5000
 GUIDELINE_LIMIT = 200_000
@@ -111,6 +112,11 @@ def _check_settings(workflow_name: str, settings: ProjectSettings) -> None:
         raise ApplicationError(f"Unknown assignment mode {settings.assignment_mode!r}.")
     if settings.calibration_size < 0:
         raise ApplicationError("The calibration set cannot be negative.")
+    try:
+        settings.workflow_config = workflow.check_config(settings.workflow_config)
+    except ConfigInvalid as invalid:
+        message = f"The workflow configuration is not valid: {'; '.join(invalid.messages)}"
+        raise ApplicationError(message, errors={"workflow_config": invalid.messages}) from None
 
 
 def project_create(
@@ -136,8 +142,11 @@ def project_create(
     rows = _sampled(list(selected_items(dataset, selection).values_list("pk", "paper_id", "author_id")), selection)
     if not rows:
         raise ApplicationError("The selection matches no items of this dataset.")
-    units = list(_units(rows, per_candidate=get_workflow(workflow).unit == "candidate"))
+    unit = get_workflow(workflow).unit_for(settings.workflow_config)
+    units = list(_units(rows, unit=unit))
     if not units:
+        if unit == "pair":
+            raise ApplicationError("None of the selected items has two candidate answers to compare.")
         raise ApplicationError("None of the selected items has a candidate answer to rate.")
     if settings.calibration_size > len(units):
         raise ApplicationError(
@@ -168,8 +177,9 @@ def project_create(
 Unit = tuple[int, int | None, int | None, int | None]  # item id, paper id, author id, candidate id
 
 
-def _units(rows: list[Row], *, per_candidate: bool) -> Iterator[Unit]:
-    if not per_candidate:
+def _units(rows: list[Row], *, unit: str) -> Iterator[Unit]:
+    """One unit per item, per candidate answer, or per item with at least two candidates (pair)."""
+    if unit == "item":
         for item_id, paper_id, author_id in rows:
             yield item_id, paper_id, author_id, None
         return
@@ -183,7 +193,12 @@ def _units(rows: list[Row], *, per_candidate: bool) -> Iterator[Unit]:
         ):
             candidates.setdefault(item_id, []).append(candidate_id)
         for item_id, paper_id, author_id in chunk:
-            for candidate_id in candidates.get(item_id, []):
+            found = candidates.get(item_id, [])
+            if unit == "pair":
+                if len(found) >= 2:
+                    yield item_id, paper_id, author_id, None
+                continue
+            for candidate_id in found:
                 yield item_id, paper_id, author_id, candidate_id
 
 

@@ -349,7 +349,7 @@ def annotation_save_draft(
     now = now or timezone.now()
     active_ms = _checked_active_ms(active_ms)
     workflow = get_workflow(project.workflow)
-    kept = _draft_payload(payload, set(workflow.form_class.base_fields))
+    kept = _draft_payload(payload, set(workflow.form_fields(project)))
     # A record without a live lease (expired, skipped, or a full item's kept draft) takes a
     # slot again only if the item has one; that needs the item's row lock, taken before the
     # record's as everywhere else.

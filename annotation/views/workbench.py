@@ -120,7 +120,7 @@ def workbench_submit(request: AuthenticatedHttpRequest, project_id: int, project
             project=project,
             project_item_id=record.project_item_id,
             annotator=request.user,
-            payload=posted_payload(workflow, request.POST),
+            payload=posted_payload(workflow, request.POST, project=project),
             client_token=request.POST.get("client_token", ""),
             active_ms=posted_active_ms(request.POST),
         )
@@ -147,7 +147,7 @@ def workbench_draft(request: AuthenticatedHttpRequest, project_id: int, project_
     project = project_get_for_user(request.user, project_id, role=Role.ANNOTATOR)
     record = annotation_get_for_user(request.user, project, project_item_id)
     workflow = get_workflow(project.workflow)
-    payload = posted_payload(workflow, request.POST)
+    payload = posted_payload(workflow, request.POST, project=project)
     try:
         saved = annotation_save_draft(
             project=project,
@@ -198,7 +198,7 @@ def workbench_history(request: AuthenticatedHttpRequest, project_id: int) -> Htt
     project = project_get_for_user(request.user, project_id, role=Role.ANNOTATOR)
     workflow = get_workflow(project.workflow)
     page, rows = selectors.my_history_page(
-        project, request.user, workflow.label_fields, page_number=request.GET.get("page")
+        project, request.user, workflow.fields_for(project), page_number=request.GET.get("page")
     )
     context = {"project": project, "workflow": workflow, "page": page, "rows": rows}
     if not wants_partial(request):
@@ -209,13 +209,13 @@ def workbench_history(request: AuthenticatedHttpRequest, project_id: int) -> Htt
 # Request parsing -----------------------------------------------------------------------
 
 
-def posted_payload(workflow: Workflow, data: QueryDict) -> Payload:
+def posted_payload(workflow: Workflow, data: QueryDict, *, project: Project) -> Payload:
     """The workflow form's fields from a POST: lists for multiple choices, else one value.
 
     Fields the form did not send (an unticked checkbox) are left out, as a JSON payload would.
     """
     payload: Payload = {}
-    for name, field in workflow.form_class.base_fields.items():
+    for name, field in workflow.form_fields(project).items():
         if isinstance(field, forms.MultipleChoiceField):
             payload[name] = data.getlist(name)
         elif name in data:
@@ -279,7 +279,7 @@ def _submit_refused(
         workflow=workflow,
         view=view,
         form=form,
-        payload=posted_payload(workflow, request.POST),
+        payload=posted_payload(workflow, request.POST, project=project),
         notices=[Notice("error", error.message)],
         status=200 if partial else error.status,
     )

@@ -27,6 +27,15 @@ class PayloadInvalid(Exception):
         super().__init__("; ".join(f"{name}: {' '.join(m)}" for name, m in self.errors.items()))
 
 
+class ConfigInvalid(Exception):
+    """A project's workflow configuration the workflow cannot run with; ``messages`` lists
+    every problem."""
+
+    def __init__(self, messages: list[str]) -> None:
+        self.messages = list(messages)
+        super().__init__("; ".join(self.messages))
+
+
 @dataclass(frozen=True)
 class LabelField:
     """A label a workflow contributes to agreement, with its level of measurement.
@@ -90,6 +99,21 @@ class Workflow:
     # Writing workflows start from the figure alone: the item's imported question and answer
     # are kept from annotators on every page and in the API.
     hides_item_text: ClassVar[bool] = False
+
+    def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A project's ``workflow_config`` in the form it is stored, checked when the project
+        is created; raises ConfigInvalid. Workflows without configuration take it as it is."""
+        return dict(config)
+
+    def unit_for(self, config: Mapping[str, Any]) -> str:
+        """The queue unit for a checked configuration: "item", "candidate", or "pair" (one
+        entry per item with at least two candidate answers)."""
+        return self.unit
+
+    def form_fields(self, project: Project) -> Mapping[str, forms.Field]:
+        """The fields a form of ``project`` may post: what a plain POST and a draft keep.
+        Workflows whose form follows the project's configuration override this."""
+        return self.form_class.base_fields
 
     def item_view(self, project_item: ProjectItem) -> ItemView:
         """Everything the display needs, fetched in a fixed number of queries."""
