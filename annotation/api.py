@@ -8,6 +8,7 @@ which annotation.api_errors turns into ``{"detail": ..., "errors": {...}}`` with
 
 from __future__ import annotations
 
+from django import forms
 from django.db.models import QuerySet
 from django.urls import URLPattern, path
 from drf_spectacular.utils import (
@@ -29,7 +30,7 @@ from accounts.models import User
 from annotation.access import project_get_for_user
 from annotation.models import Annotation, AnnotationRevision, AnnotationStatus, Figure, Project, Role
 from annotation.services.queue import MAX_ACTIVE_MS, SubmitOutcome, annotation_submit, lease_claim
-from annotation.workflows import get_workflow
+from annotation.workflows import get_workflow, workflow_choices
 
 FULL_DETAIL = (
     "The item already has all the annotations it needs. Your work was kept as a draft and not "
@@ -62,6 +63,42 @@ paper's figures and tables; a kept item needs at least one. `figure_type` is one
 ";". When the response commits to no answer, leave it empty and set `no_answer` to true; such
 a response scores 0. `score` is 0, 0.5 or 1; `note` is optional.
 """
+
+
+def _field_reference(name: str, field: forms.Field) -> str:
+    many = isinstance(field, forms.MultipleChoiceField)
+    choices = [str(value) for value, _ in getattr(field, "choices", ()) if value != ""]
+    if choices:
+        allowed = ("a list of " if many else "one of ") + ", ".join(f'"{value}"' for value in choices)
+    elif isinstance(field, forms.ChoiceField):
+        allowed = "values that depend on the item (" + ("a list" if many else "one") + ")"
+    elif isinstance(field, forms.BooleanField):
+        allowed = "true or false"
+    else:
+        allowed = "text"
+    return f"- `{name}`{' (always required)' if field.required else ''}: {allowed}"
+
+
+def _other_workflows_reference() -> str:
+    """The fields of the workflows the text above does not describe, from their forms, so the
+    reference never lags behind a new plug-in. Configured workflows (rubrics) say so."""
+    sections = []
+    for name, _label in workflow_choices():
+        if name in ("spiqa_filter", "qascore_rating"):
+            continue
+        workflow = get_workflow(name)
+        fields = "\n".join(_field_reference(n, f) for n, f in workflow.form_class.base_fields.items())
+        if not fields:
+            fields = "- one field per criterion of the project's rubric, keyed as the rubric names them"
+        sections.append(f"**{name}** ({workflow.description})\n\n{fields}")
+    return "\n\n".join(sections)
+
+
+PAYLOAD_DESCRIPTION += (
+    "\nThe other workflows' fields (the server's messages say which rule a payload breaks):\n\n"
+    + _other_workflows_reference()
+    + "\n"
+)
 
 SUBMIT_DESCRIPTION = f"""\
 Submit an annotation of an item you claimed. Send a fresh `client_token` (a UUID, say) with

@@ -32,6 +32,7 @@ from annotation.models import (
     Role,
 )
 from annotation.services.queue import annotation_submit, lease_claim
+from annotation.workflows import workflow_choices
 from tests.annotation.workbench_support import qascore_full_marks, qascore_project, spiqa_keep, spiqa_project
 from tests.conftest import CHROMIUM
 from tests.e2e.browser_support import CHROMIUM_FLAGS
@@ -521,6 +522,11 @@ class SchemaAndDocsTests(TestCase):
         self.assertEqual(set(submit["responses"]), {"200", "201", "400", "401", "404", "409"})
         self.assertIn('"decision": "keep"', submit["description"])
         self.assertIn('"score": 0.5', submit["description"])
+        # Every other workflow's fields are listed from its form, so a new plug-in is never missing.
+        for name, _label in workflow_choices():
+            self.assertIn(f"**{name}**", submit["description"])
+        relevance = '`relevance` (always required): one of "relevant", "irrelevant", "ambiguous"'
+        self.assertIn(relevance, submit["description"])
         self.assertEqual(
             set(submit["requestBody"]["content"]["application/json"]["examples"]), {"SpiqaFilter", "QascoreRating"}
         )
