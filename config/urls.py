@@ -9,4 +9,5 @@ urlpatterns = [
     path("accounts/", include("allauth.urls")),
     path("api/", include("annotation.api")),
     path("", include("annotation.urls")),
+    path("", include("reviews.urls")),
 ]

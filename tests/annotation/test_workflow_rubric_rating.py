@@ -1038,5 +1038,6 @@ ITEM_QUERIES = {
 }
 # A plain-form submit: session, user, membership, my record; savepoint, the item locked, my
 # record locked, the project (for its rubric), the guideline, the item's count, my record
-# saved; the revision; release.
-SUBMIT_QUERIES = 13
+# saved; the review state (project, the item's position, its annotations, its gold record,
+# the state written); the revision; release.
+SUBMIT_QUERIES = 18

@@ -745,4 +745,4 @@ ITEM_QUERIES = 9
 # An htmx submit and the next item swapped in: the queue's reads, locks and writes (see
 # test_views_workbench and test_queue), of which the workflow's share is the paper's figures,
 # once to validate and once for the next item's page. It does not grow with the figures.
-SUBMIT_QUERIES = 29
+SUBMIT_QUERIES = 34

@@ -1,0 +1,1 @@
+"""Reads the reviews app's views, commands and exports share."""

@@ -1,0 +1,1 @@
+"""The reviews app's state changes: adjudication (decide, reopen, auto-accept, review states)."""
