@@ -52,6 +52,7 @@ GENERIC_SHORTCUTS = (
     Shortcut("h", "My history"),
     Shortcut("g", "Show or hide the guidelines"),
     Shortcut("z", "Open the main figure at full size"),
+    Shortcut("Shift+F", "Flag this item for a reviewer, with a note"),
     Shortcut("Esc", "Leave a text box, or close this list"),
     Shortcut("?", "Show or hide this list"),
 )

@@ -369,6 +369,17 @@
     z: function () {
       return pressShortcut("zoom");
     },
+    "Shift+F": function () {
+      // Open the flag box and put the cursor in its note; Tab then Enter sends it.
+      const summary = document.querySelector('[data-shortcut="flag"]');
+      const note = document.getElementById("flag-note");
+      if (!summary || !note) {
+        return false;
+      }
+      summary.closest("details").open = true;
+      note.focus();
+      return true;
+    },
   };
 
   function activate(control) {
