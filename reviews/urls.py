@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver
 
-from reviews.views import adjudication
+from reviews.views import adjudication, agreement
 
 urlpatterns: list[URLPattern | URLResolver] = [
     *adjudication.urlpatterns,
+    *agreement.urlpatterns,
 ]

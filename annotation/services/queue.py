@@ -313,6 +313,17 @@ def _revision_append(
     )
 
 
+def annotation_revision_append(
+    record: Annotation, *, actor: User, fields: list[str] | None = None
+) -> AnnotationRevision:
+    """Save ``fields`` of a stored ``record`` and append the revision of what it now holds.
+
+    For services outside the queue that write annotations (imported labels), so that every
+    stored annotation has its revisions exactly as the queue's own saves give them.
+    """
+    return _revision_append(record, actor=actor, fields=fields)
+
+
 def _my_record(project: Project, project_item_id: int, annotator: User) -> Annotation:
     record = (
         Annotation.objects.select_for_update(of=("self",))
