@@ -248,6 +248,16 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 QUIRE_LIMITER_REDIS_URL = env_str("QUIRE_LIMITER_REDIS_URL") or (
     CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else None
 )
+# Model endpoints' API keys stored in the database are encrypted with this key (Fernet, derived
+# from it); without it, from SECRET_KEY, so rotating SECRET_KEY then means entering them again.
+QUIRE_ENDPOINT_KEY = env_str("QUIRE_ENDPOINT_KEY") or ""
+# The evaluation job engine (evaluation/services/engine.py): a chunk's lease, renewed while a
+# worker holds it (a killed worker's chunk goes to another once it runs out); how long one task
+# works before handing its run on; the most request threads per worker; tasks working per run.
+QUIRE_EVALUATION_LEASE_SECONDS = env_int("QUIRE_EVALUATION_LEASE_SECONDS", 60, minimum=10)
+QUIRE_EVALUATION_TASK_SECONDS = env_int("QUIRE_EVALUATION_TASK_SECONDS", 600, minimum=30)
+QUIRE_EVALUATION_MAX_THREADS = env_int("QUIRE_EVALUATION_MAX_THREADS", 256, minimum=1)
+QUIRE_EVALUATION_TASKS_PER_RUN = env_int("QUIRE_EVALUATION_TASKS_PER_RUN", 2, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -50,6 +50,12 @@ class AnnotatorProgress:
     skipped: int
     median_seconds: float | None
 
+    @property
+    def name(self) -> str:
+        """How the dashboard names the annotator: the email, or for a named rater whose labels
+        were imported (no email), the account name."""
+        return self.email or self.username
+
 
 @dataclass(frozen=True, slots=True)
 class ItemRow:
@@ -191,7 +197,7 @@ def annotator_progress(project: Project) -> list[AnnotatorProgress]:
         for membership in memberships
         if membership.role == Role.ANNOTATOR and membership.user_id not in seen
     ]
-    return sorted(rows, key=lambda row: (row.email.lower(), row.user_id))
+    return sorted(rows, key=lambda row: (row.name.lower(), row.user_id))
 
 
 def _median_seconds(project: Project) -> dict[int, float]:
@@ -219,7 +225,7 @@ def progress_csv_rows(progress: Iterable[AnnotatorProgress]) -> list[list[str | 
     rows: list[list[str | int]] = [list(PROGRESS_CSV_HEADER)]
     for row in progress:
         median = "" if row.median_seconds is None else f"{row.median_seconds:.1f}"
-        rows.append([csv_cell(row.email), row.submitted, row.drafts, row.skipped, median])
+        rows.append([csv_cell(row.name), row.submitted, row.drafts, row.skipped, median])
     return rows
 
 

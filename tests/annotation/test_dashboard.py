@@ -103,6 +103,16 @@ class ProgressSelectorTests(DashboardTestCase):
         rows = {row.email: row for row in dashboard.annotator_progress(self.work)}
         self.assertEqual((rows[self.annotator2.email].role, rows[self.annotator2.email].submitted), ("", 1))
 
+    def test_a_named_rater_without_an_email_is_listed_by_account_name(self) -> None:
+        rater = UserFactory.create(email="", username="rater:7:expert-b")
+        project = spiqa_project(lead=self.lead, papers=1, per_paper=1, members=(rater,))
+        submit(project, rater, active_ms=1000)
+        (row,) = dashboard.annotator_progress(project)
+        self.assertEqual((row.name, row.submitted), ("rater:7:expert-b", 1))
+        self.client.force_login(self.lead)
+        response = self.client.get(reverse("project_dashboard", args=[project.pk]))
+        self.assertContains(response, "rater:7:expert-b")
+
 
 class ItemStatusSelectorTests(DashboardTestCase):
     def test_every_item_has_exactly_one_status(self) -> None:
