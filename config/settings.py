@@ -167,6 +167,8 @@ STATIC_ROOT = env_path("STATIC_ROOT", VAR_DIR / "static")
 MEDIA_URL = "media/"
 MEDIA_ROOT = env_path("MEDIA_ROOT", VAR_DIR / "media")
 IMPORT_UPLOAD_ROOT = env_path("QUIRE_IMPORT_UPLOAD_ROOT", VAR_DIR / "uploads")
+# Finished gold exports (reviews app), served only through access-checked downloads.
+QUIRE_EXPORT_ROOT = env_path("QUIRE_EXPORT_ROOT", VAR_DIR / "exports")
 # Figures larger than this many pixels are refused as possible decompression bombs.
 QUIRE_MAX_IMAGE_PIXELS = env_int("QUIRE_MAX_IMAGE_PIXELS", 40_000_000, minimum=1)
 QUIRE_MAX_IMAGE_BYTES = env_int("QUIRE_MAX_IMAGE_BYTES", 25 * 1024 * 1024, minimum=1)

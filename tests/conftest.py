@@ -43,6 +43,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(autouse=True)
 def _media_in_tmp(settings: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Each test stores figures and uploads in its own folder, never in ./var."""
+    """Each test stores figures, uploads and exports in its own folder, never in ./var."""
     settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")  # type: ignore[attr-defined]
     settings.IMPORT_UPLOAD_ROOT = tmp_path_factory.mktemp("uploads")  # type: ignore[attr-defined]
+    settings.QUIRE_EXPORT_ROOT = tmp_path_factory.mktemp("exports")  # type: ignore[attr-defined]

@@ -161,6 +161,16 @@ Use 0.5 only for list answers.
     def form_data(self, view: ItemView, payload: Payload) -> dict[str, Any]:
         return {**payload, "score": ScoreField().to_python(payload.get("score"))}
 
+    def curated(self, item_fields: dict[str, Any], gold: Payload) -> dict[str, Any] | None:
+        """Every rated response stays; the gold's extraction and score become its labels, the
+        ``extracted_answer`` and ``score`` of a QAScore record."""
+        curated = dict(item_fields)
+        no_answer = bool(gold.get("no_answer"))
+        curated["extracted_answer"] = "" if no_answer else str(gold.get("extracted_answer") or "")
+        curated["no_answer"] = no_answer
+        curated["score"] = gold.get("score")
+        return curated
+
     def warnings(self, view: ItemView, payload: Payload) -> list[str]:
         candidate = view.project_item.candidate
         response = " ".join((candidate.text if candidate is not None else "").split()).casefold()
