@@ -8,6 +8,7 @@ urlpatterns = [
     path("accounts/", include("accounts.urls")),
     path("accounts/", include("allauth.urls")),
     path("api/", include("annotation.api")),
+    path("evaluation/", include("evaluation.urls")),
     path("", include("annotation.urls")),
     path("", include("reviews.urls")),
 ]
