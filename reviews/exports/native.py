@@ -252,8 +252,14 @@ def spiqa_c_entry(group: list[NativeRow]) -> Json:
 # M3SciQA -------------------------------------------------------------------------------------
 
 
+M3SCIQA_CURATED = ("anchor_reasoning_type", "reference_reasoning_type", "reference_arxiv_id")
+
+
 def m3sciqa_line(row: NativeRow) -> Json:
-    item, extra = row.item, row.item["extra"]
+    item = row.item
+    # What a reviewer corrected or a writer chose (the workflow's curated fields) wins over
+    # what the source line said.
+    extra = {**item["extra"], **{key: row.curated[key] for key in M3SCIQA_CURATED if row.curated.get(key)}}
     anchor = item["paper"] or ""
     evidence = row.evidence()
     figure = evidence[0] if evidence else ""

@@ -74,6 +74,37 @@ class NativeLayoutTests(ExportRootMixin, CastTestCase):
         self.assertEqual(read_jsonl(snapshot_file(snapshot, "m3sciqa_locality_locality.jsonl")), read_jsonl(locality))
         self.assertEqual(read_jsonl(snapshot_file(snapshot, "m3sciqa_val_combined.jsonl")), read_jsonl(combined))
 
+    def test_m3sciqa_lines_carry_a_validators_corrected_types_and_rephrase(self) -> None:
+        combined = FIXTURES / "m3sciqa" / "combined_val.jsonl"
+        dataset = imported("M3SciQA validated", "m3sciqa", combined)
+        project = self.project_with_gold(dataset, "spiqa_filter")
+        first = GoldRecord.objects.filter(project=project).order_by("project_item__position").first()
+        assert first is not None
+        project.workflow = "m3sciqa_validation"
+        project.save(update_fields=["workflow"])
+        correction = {
+            "verdict": "valid",
+            "reasoning_type": "Location",
+            "detail_reasoning_type": "Critical Analysis",
+            "rephrased_question": "Rephrased?",
+        }
+        GoldRecord.objects.filter(pk=first.pk).update(gold=correction, payload=correction)
+        GoldRecord.objects.filter(project=project).exclude(pk=first.pk).update(gold={"verdict": "invalid"})
+
+        snapshot = self.export(project, "m3sciqa")
+
+        (line,) = read_jsonl(snapshot_file(snapshot, "m3sciqa_val.jsonl"))
+        source = read_jsonl(combined)[0]
+        self.assertEqual(
+            line,
+            source
+            | {
+                "question": "Rephrased?",
+                "anchor_reasoning_type": "Location",
+                "reference_reasoning_type": "Critical Analysis",
+            },
+        )
+
     def test_scidqa_rows_come_back_as_imported_without_model_answers(self) -> None:
         source = FIXTURES / "scidqa" / "scidqa.jsonl"
         dataset = imported("SciDQA", "scidqa", source)
