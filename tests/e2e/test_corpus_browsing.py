@@ -5,25 +5,23 @@ test-artifacts/ for a person to look at."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
 from annotation.models import Dataset, Role
 from annotation.services.imports import dataset_import
-from tests.base import PASSWORD
-from tests.e2e.browser_support import BrowserTestCase
+from tests.e2e.browser_support import PageTestCase
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 SPIQA = ROOT / "fixtures" / "spiqa" / "test-A"
 
 
 @pytest.mark.browser
-class CorpusBrowsingTests(BrowserTestCase):
+class CorpusBrowsingTests(PageTestCase):
     def setUp(self) -> None:
+        super().setUp()
         summary = dataset_import(
             path=SPIQA / "SPIQA_testA.json",
             source_format="spiqa",
@@ -34,31 +32,9 @@ class CorpusBrowsingTests(BrowserTestCase):
         self.member = UserFactory.create(email="member@example.org")
         project = ProjectFactory.create(dataset=Dataset.objects.get(name="SPIQA browser"))
         MembershipFactory.create(project=project, user=self.member, role=Role.ANNOTATOR)
-        self.page = self.browser.new_page()
-        self.problems: list[str] = []
-        self.page.on("console", self.note_console_message)
-        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
-
-    def tearDown(self) -> None:
-        self.page.close()
-
-    def note_console_message(self, message: Any) -> None:
-        if message.type == "error":
-            self.problems.append(message.text)
-
-    def screenshot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-    def sign_in(self) -> None:
-        self.page.goto(f"{self.live_server_url}/accounts/login/")
-        self.page.fill("input[name=login]", self.member.email)
-        self.page.fill("input[name=password]", PASSWORD)
-        self.page.keyboard.press("Enter")
-        self.page.wait_for_url(f"{self.live_server_url}/")
 
     def test_a_member_searches_a_dataset_and_opens_an_item_with_its_figures(self) -> None:
-        self.sign_in()
+        self.sign_in(self.member)
         self.page.click("text=SPIQA browser")
         self.page.wait_for_selector("#item-table")
         rows_before = self.page.locator("#item-table tbody tr").count()

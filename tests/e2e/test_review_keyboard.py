@@ -7,26 +7,23 @@ Screenshots are kept in test-artifacts/ for a person to look at."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from accounts.models import User
 from annotation.models import ProjectMembership, Role
 from reviews.models import GoldMethod, GoldRecord
-from tests.base import PASSWORD
-from tests.e2e.browser_support import BrowserTestCase
+from tests.e2e.browser_support import PageTestCase
 from tests.factories import UserFactory
 from tests.reviews.review_support import discard, hold, items_of, keep, review_project, submit
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 
 
 @pytest.mark.browser
-class ReviewKeyboardTests(BrowserTestCase):
+class ReviewKeyboardTests(PageTestCase):
     def setUp(self) -> None:
+        super().setUp()
         lead = UserFactory.create(username="e2e-lead", email="lead@example.org")
         self.reviewer = UserFactory.create(username="e2e-reviewer", email="reviewer@example.org")
         self.annotators = [UserFactory.create(username=f"e2e-ann{n}", email=f"ann{n}@example.org") for n in range(2)]
@@ -35,29 +32,6 @@ class ReviewKeyboardTests(BrowserTestCase):
         self.item, self.second, self.third = items_of(self.project)
         self.kept = submit(self.item, self.annotators[0], keep(self.item))
         self.dropped = submit(self.item, self.annotators[1], discard(self.item, "passage_only"))
-        self.context = self.browser.new_context(viewport={"width": 1400, "height": 1000})
-        self.page = self.context.new_page()
-        self.problems: list[str] = []
-        self.page.on("console", self.note_console_message)
-        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
-
-    def tearDown(self) -> None:
-        self.context.close()
-
-    def note_console_message(self, message: Any) -> None:
-        if message.type == "error":
-            self.problems.append(message.text)
-
-    def screenshot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True, caret="initial")
-
-    def sign_in(self, user: User) -> None:
-        self.page.goto(f"{self.live_server_url}/accounts/login/")
-        self.page.fill("input[name=login]", user.email)
-        self.page.fill("input[name=password]", PASSWORD)
-        self.page.keyboard.press("Enter")
-        self.page.wait_for_url(f"{self.live_server_url}/")
 
     def test_a_reviewer_picks_an_annotation_and_decides_with_the_keyboard(self) -> None:
         self.sign_in(self.reviewer)

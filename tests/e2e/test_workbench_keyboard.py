@@ -6,7 +6,6 @@ submits. Screenshots are kept in test-artifacts/ for a person to look at."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.core.files.base import ContentFile
@@ -14,65 +13,35 @@ from playwright.sync_api import expect
 
 from annotation.models import Annotation, AnnotationStatus, Figure, Project
 from tests.annotation.workbench_support import qascore_project, spiqa_project
-from tests.base import PASSWORD
-from tests.e2e.browser_support import BrowserTestCase
+from tests.e2e.browser_support import PageTestCase
 from tests.factories import UserFactory
 from tests.web_support import png_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 # Autosave waits for a pause in typing; the page shows when the draft is stored.
 AUTOSAVE_TIMEOUT_MS = 10_000
 
 
 @pytest.mark.browser
-class WorkbenchKeyboardTests(BrowserTestCase):
+class WorkbenchKeyboardTests(PageTestCase):
     def setUp(self) -> None:
+        super().setUp()
         lead = UserFactory.create(email="lead@example.org")
         self.annotator = UserFactory.create(email="annotator@example.org")
         self.spiqa = spiqa_project(lead=lead, papers=1, per_paper=2, members=(self.annotator,))
         self.qascore = qascore_project(lead=lead, items=2, members=(self.annotator,))
         for figure in Figure.objects.filter(paper__items__project_items__project=self.spiqa).distinct():
             figure.image.save(f"{figure.pk}.png", ContentFile(png_bytes(60, 40)))
-        self.context = self.browser.new_context(viewport={"width": 1400, "height": 1000})
-        self.page = self.context.new_page()
-        self.problems: list[str] = []
-        self.page.on("console", self.note_console_message)
-        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
-
-    def tearDown(self) -> None:
-        self.context.close()
-
-    def note_console_message(self, message: Any) -> None:
-        if message.type == "error":
-            self.problems.append(message.text)
-
-    def screenshot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        # caret="initial": hiding the caret would put style="" on every field, which htmx then
-        # copies when it swaps in the next item, and the CSP rightly refuses.
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True, caret="initial")
-
-    def sign_in(self) -> None:
-        self.page.goto(f"{self.live_server_url}/accounts/login/")
-        self.page.fill("input[name=login]", self.annotator.email)
-        self.page.fill("input[name=password]", PASSWORD)
-        self.page.keyboard.press("Enter")
-        self.page.wait_for_url(f"{self.live_server_url}/")
 
     def open_workbench(self, project: Project) -> None:
         self.page.goto(f"{self.live_server_url}/projects/{project.pk}/work/")
         expect(self.page.locator("#workbench-form")).to_be_visible()
 
-    def press(self, *keys: str) -> None:
-        for key in keys:
-            self.page.keyboard.press(key)
-
     def my_record(self, project: Project, position: int) -> Annotation:
         return Annotation.objects.get(project=project, annotator=self.annotator, project_item__position=position)
 
     def test_an_annotator_filters_a_spiqa_item_with_the_keyboard_only(self) -> None:
-        self.sign_in()
+        self.sign_in(self.annotator)
         self.open_workbench(self.spiqa)
         first = self.my_record(self.spiqa, 0)
         question = first.project_item.item.question
@@ -152,7 +121,7 @@ class WorkbenchKeyboardTests(BrowserTestCase):
         self.assertEqual(self.problems, [], "the browser reported errors (a CSP violation shows up here)")
 
     def test_an_annotator_rates_a_model_answer_with_the_keyboard_only(self) -> None:
-        self.sign_in()
+        self.sign_in(self.annotator)
         self.open_workbench(self.qascore)
         first = self.my_record(self.qascore, 0)
 
@@ -185,10 +154,8 @@ class WorkbenchKeyboardTests(BrowserTestCase):
         self.assertEqual(self.problems, [], "the browser reported errors (a CSP violation shows up here)")
 
     def test_the_plain_form_works_with_javascript_off(self) -> None:
-        self.context.close()
-        self.context = self.browser.new_context(java_script_enabled=False)
-        self.page = self.context.new_page()
-        self.sign_in()
+        self.new_page(java_script_enabled=False)
+        self.sign_in(self.annotator)
         self.open_workbench(self.spiqa)
         first = self.my_record(self.spiqa, 0)
 

@@ -5,50 +5,27 @@ question needs the image. Screenshots are kept in test-artifacts/."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 from playwright.sync_api import expect
 
 from annotation.models import Annotation, AnnotationStatus
 from tests.annotation.m3sciqa_support import add_titles, locality_project, m3sciqa_dataset
 from tests.base import PASSWORD
-from tests.e2e.browser_support import BrowserTestCase
+from tests.e2e.browser_support import PageTestCase
 from tests.factories import UserFactory
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 AUTOSAVE_TIMEOUT_MS = 10_000
 
 
 @pytest.mark.browser
-class LocalityKeyboardTests(BrowserTestCase):
+class LocalityKeyboardTests(PageTestCase):
     def setUp(self) -> None:
+        super().setUp()
         lead = UserFactory.create(email="lead@example.org")
         self.writer = UserFactory.create(email="writer@example.org")
         dataset = m3sciqa_dataset()
         add_titles(dataset)
         self.project = locality_project(lead=lead, dataset=dataset, members=(self.writer,))
-        self.context = self.browser.new_context(viewport={"width": 1400, "height": 1000})
-        self.page = self.context.new_page()
-        self.problems: list[str] = []
-        self.page.on("console", self.note_console_message)
-        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
-
-    def tearDown(self) -> None:
-        self.context.close()
-
-    def note_console_message(self, message: Any) -> None:
-        if message.type == "error":
-            self.problems.append(message.text)
-
-    def screenshot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True, caret="initial")
-
-    def press(self, *keys: str) -> None:
-        for key in keys:
-            self.page.keyboard.press(key)
 
     def test_a_writer_writes_a_locality_question_with_the_keyboard_only(self) -> None:
         page = self.page

@@ -4,47 +4,23 @@ rephrase shown as a live diff, one invalid with a reason. Screenshots in test-ar
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 from playwright.sync_api import expect
 
 from annotation.models import Annotation, AnnotationStatus
 from tests.annotation.m3sciqa_support import m3sciqa_dataset, validation_project
 from tests.base import PASSWORD
-from tests.e2e.browser_support import BrowserTestCase
+from tests.e2e.browser_support import PageTestCase
 from tests.factories import UserFactory
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 @pytest.mark.browser
-class ValidationKeyboardTests(BrowserTestCase):
+class ValidationKeyboardTests(PageTestCase):
     def setUp(self) -> None:
+        super().setUp()
         lead = UserFactory.create(email="lead@example.org")
         self.validator = UserFactory.create(email="validator@example.org")
         self.project = validation_project(lead=lead, dataset=m3sciqa_dataset(), members=(self.validator,), split="val")
-        self.context = self.browser.new_context(viewport={"width": 1400, "height": 1000})
-        self.page = self.context.new_page()
-        self.problems: list[str] = []
-        self.page.on("console", self.note_console_message)
-        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
-
-    def tearDown(self) -> None:
-        self.context.close()
-
-    def note_console_message(self, message: Any) -> None:
-        if message.type == "error":
-            self.problems.append(message.text)
-
-    def screenshot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True, caret="initial")
-
-    def press(self, *keys: str) -> None:
-        for key in keys:
-            self.page.keyboard.press(key)
 
     def record(self, position: int) -> Annotation:
         return Annotation.objects.get(project=self.project, annotator=self.validator, project_item__position=position)

@@ -6,7 +6,6 @@ test-artifacts/ for a person to look at."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.core.files.base import ContentFile
@@ -14,20 +13,19 @@ from playwright.sync_api import expect
 
 from annotation.models import Annotation, AnnotationStatus, Figure, Project
 from tests.annotation.rubric_support import CAPTION, preset, rubric_project
-from tests.base import PASSWORD
-from tests.e2e.browser_support import BrowserTestCase
+from tests.e2e.browser_support import PageTestCase
 from tests.factories import UserFactory
 from tests.web_support import png_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 # The reveal saves a draft and swaps the item in again; give the server time on a busy machine.
 REVEAL_TIMEOUT_MS = 10_000
 
 
 @pytest.mark.browser
-class RubricKeyboardTests(BrowserTestCase):
+class RubricKeyboardTests(PageTestCase):
     def setUp(self) -> None:
+        super().setUp()
         lead = UserFactory.create(email="lead@example.org")
         self.annotator = UserFactory.create(email="annotator@example.org")
         self.aspects = rubric_project(
@@ -38,43 +36,16 @@ class RubricKeyboardTests(BrowserTestCase):
         )
         for figure in Figure.objects.filter(paper__items__project_items__project=self.check).distinct():
             figure.image.save(f"{figure.pk}.png", ContentFile(png_bytes(60, 40)))
-        self.context = self.browser.new_context(viewport={"width": 1400, "height": 1000})
-        self.page = self.context.new_page()
-        self.problems: list[str] = []
-        self.page.on("console", self.note_console_message)
-        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
-
-    def tearDown(self) -> None:
-        self.context.close()
-
-    def note_console_message(self, message: Any) -> None:
-        if message.type == "error":
-            self.problems.append(message.text)
-
-    def screenshot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True, caret="initial")
-
-    def sign_in(self) -> None:
-        self.page.goto(f"{self.live_server_url}/accounts/login/")
-        self.page.fill("input[name=login]", self.annotator.email)
-        self.page.fill("input[name=password]", PASSWORD)
-        self.page.keyboard.press("Enter")
-        self.page.wait_for_url(f"{self.live_server_url}/")
 
     def open_workbench(self, project: Project) -> None:
         self.page.goto(f"{self.live_server_url}/projects/{project.pk}/work/")
         expect(self.page.locator("#workbench-form")).to_be_visible()
 
-    def press(self, *keys: str) -> None:
-        for key in keys:
-            self.page.keyboard.press(key)
-
     def my_record(self, project: Project, position: int) -> Annotation:
         return Annotation.objects.get(project=project, annotator=self.annotator, project_item__position=position)
 
     def test_an_annotator_rates_the_four_aspects_with_number_keys(self) -> None:
-        self.sign_in()
+        self.sign_in(self.annotator)
         self.open_workbench(self.aspects)
         first = self.my_record(self.aspects, 0)
         current = self.page.locator(".rubric-current")
@@ -120,7 +91,7 @@ class RubricKeyboardTests(BrowserTestCase):
         self.assertEqual(self.problems, [], "the browser reported errors (a CSP violation shows up here)")
 
     def test_an_annotator_answers_the_image_first_then_sees_the_caption(self) -> None:
-        self.sign_in()
+        self.sign_in(self.annotator)
         self.open_workbench(self.check)
         first = self.my_record(self.check, 0)
         expect(self.page.locator("#rubric-display")).not_to_contain_text(CAPTION)

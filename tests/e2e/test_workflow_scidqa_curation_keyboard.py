@@ -15,13 +15,11 @@ from playwright.sync_api import expect
 
 from annotation.models import Annotation, AnnotationStatus, Paper
 from tests.annotation.scidqa_support import PLANNER, add_figures, scidqa_project
-from tests.base import PASSWORD
-from tests.e2e.browser_support import BrowserTestCase
+from tests.e2e.browser_support import PageTestCase
 from tests.factories import UserFactory
 from tests.web_support import png_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 # Autosave waits for a pause in typing; the page shows when the draft is stored.
 AUTOSAVE_TIMEOUT_MS = 10_000
 QUESTION = "Why is the encoder frozen in the second training stage, unlike in [r1]?"
@@ -30,8 +28,9 @@ SECOND_REFERENCE = "Lee and Park, 2021, Frozen features"
 
 
 @pytest.mark.browser
-class ScidqaCurationKeyboardTests(BrowserTestCase):
+class ScidqaCurationKeyboardTests(PageTestCase):
     def setUp(self) -> None:
+        super().setUp()
         lead = UserFactory.create(email="lead@example.org")
         self.annotator = UserFactory.create(email="annotator@example.org")
         self.project = scidqa_project(lead=lead, members=(self.annotator,))
@@ -39,38 +38,10 @@ class ScidqaCurationKeyboardTests(BrowserTestCase):
         self.figures = add_figures(paper, 2)
         for figure in self.figures:
             figure.image.save(f"{figure.pk}.png", ContentFile(png_bytes(60, 40)))
-        self.context = self.browser.new_context(viewport={"width": 1400, "height": 1000})
-        self.page = self.context.new_page()
-        self.problems: list[str] = []
-        self.page.on("console", self.note_console_message)
-        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
-
-    def tearDown(self) -> None:
-        self.context.close()
-
-    def note_console_message(self, message: Any) -> None:
-        if message.type == "error":
-            self.problems.append(message.text)
-
-    def screenshot(self, name: str) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        # caret="initial": hiding the caret would put style="" on fields, which the CSP refuses.
-        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True, caret="initial")
-
-    def sign_in(self) -> None:
-        self.page.goto(f"{self.live_server_url}/accounts/login/")
-        self.page.fill("input[name=login]", self.annotator.email)
-        self.page.fill("input[name=password]", PASSWORD)
-        self.page.keyboard.press("Enter")
-        self.page.wait_for_url(f"{self.live_server_url}/")
 
     def open_workbench(self) -> None:
         self.page.goto(f"{self.live_server_url}/projects/{self.project.pk}/work/")
         expect(self.page.locator("#workbench-form")).to_be_visible()
-
-    def press(self, *keys: str) -> None:
-        for key in keys:
-            self.page.keyboard.press(key)
 
     def my_record(self, position: int) -> Annotation:
         return Annotation.objects.get(project=self.project, annotator=self.annotator, project_item__position=position)
@@ -79,7 +50,7 @@ class ScidqaCurationKeyboardTests(BrowserTestCase):
         return self.page.locator(".reference-row .reference-description")
 
     def test_an_annotator_curates_two_pairs_with_the_keyboard_only(self) -> None:
-        self.sign_in()
+        self.sign_in(self.annotator)
         self.open_workbench()
         first = self.my_record(0)
         original_answer = first.project_item.item.answer
@@ -186,10 +157,8 @@ class ScidqaCurationKeyboardTests(BrowserTestCase):
         self.assertEqual(self.problems, [], "the browser reported errors (a CSP violation shows up here)")
 
     def test_the_plain_form_takes_references_as_lines_with_javascript_off(self) -> None:
-        self.context.close()
-        self.context = self.browser.new_context(java_script_enabled=False)
-        self.page = self.context.new_page()
-        self.sign_in()
+        self.new_page(java_script_enabled=False)
+        self.sign_in(self.annotator)
         self.open_workbench()
         first = self.my_record(0)
 
