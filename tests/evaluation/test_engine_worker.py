@@ -5,81 +5,35 @@ was finished before the kill was sent again."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from django.db.models import Sum
-from django.test import TransactionTestCase
 
 from annotation.models import CandidateAnswer
-from config.celery import app as celery_app
 from evaluation.models import InferenceChunk, InferenceResult, InferenceRun, JudgeResult, JudgeRun, Run, RunStatus
 from evaluation.services.prompts import prompt_template_create
 from evaluation.services.runs import inference_run_create, judge_run_create
-from tests.annotation.test_import_job_worker import database_url_for_worker, reset_broker_connections
 from tests.evaluation.engine_support import NO, SYSTEM, YES, answers, corpus, endpoint_for
 from tests.openai_server import OpenAIServer, prompt_text
+from tests.worker_support import RealWorkerTestCase
 
-ROOT = Path(__file__).resolve().parents[2]
 WAIT_SECONDS = 120
 LEASE_SECONDS = 3.0
 
 
-class WorkerTestCase(TransactionTestCase):
+class WorkerTestCase(RealWorkerTestCase):
+    wait_seconds = WAIT_SECONDS
+
     def setUp(self) -> None:
-        self.workers: list[subprocess.Popen[bytes]] = []
-        self.folder = Path(self.enterContext(tempfile.TemporaryDirectory(prefix="quire-worker-")))
-        broker = os.environ.get("CELERY_BROKER_URL", "")
-        if not broker.startswith("redis"):
-            broker = f"sqla+sqlite:///{self.folder / 'broker.sqlite3'}"
-        self.broker = broker
-        self.original_broker = celery_app.conf.broker_url
-        celery_app.conf["broker_url"] = broker
-        reset_broker_connections()
-        if broker.startswith("redis"):
-            celery_app.control.purge()
+        super().setUp()
         self.server = OpenAIServer(latency=0.15).start()
         self.addCleanup(self.server.stop)
 
-    def tearDown(self) -> None:
-        for worker in self.workers:
-            if worker.poll() is None:
-                worker.send_signal(signal.SIGTERM)
-                try:
-                    worker.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
-                    worker.wait()
-        if self.broker.startswith("redis"):
-            celery_app.control.purge()
-        celery_app.conf["broker_url"] = self.original_broker
-        reset_broker_connections()
-
-    def start_worker(self) -> subprocess.Popen[bytes]:
-        environment = {**os.environ, "DATABASE_URL": database_url_for_worker(), "CELERY_BROKER_URL": self.broker}
-        command = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"]
-        command += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
-        worker = subprocess.Popen(command, cwd=ROOT, env=environment)
-        self.workers.append(worker)
-        return worker
-
     def wait_until(self, run: Run, condition: Any, what: str) -> None:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while time.monotonic() < deadline:
-            run.refresh_from_db()
-            if condition(run):
-                return
-            if not any(worker.poll() is None for worker in self.workers):
-                self.fail("every Celery worker exited")
-            time.sleep(0.1)
-        self.fail(f"run {run.pk} did not get {what} within {WAIT_SECONDS} s: {run.status}, {run.items_done} done")
+        self.wait_for(run, condition, what, poll=0.1)
 
     def assert_totals_are_the_sums_of_the_rows(self, run: Run, results: Any) -> None:
         sums = results.aggregate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost"))

@@ -2,81 +2,40 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.test import TransactionTestCase, override_settings
+from django.test import override_settings
 from django.utils import timezone
 
 from annotation.models import ProjectItem
-from config.celery import app as celery_app
 from reviews.models import GoldMethod, GoldRecord, GoldSnapshot, SnapshotStatus
 from reviews.services.exports import SnapshotOptions, gold_snapshot_create, snapshot_directory
-from tests.annotation.test_import_job_worker import database_url_for_worker, reset_broker_connections
 from tests.annotation.workbench_support import spiqa_project
 from tests.factories import UserFactory
 from tests.reviews.export_support import read_jsonl
+from tests.worker_support import RealWorkerTestCase
 
-ROOT = Path(__file__).resolve().parents[2]
-WAIT_SECONDS = 90
 KEEP = {"decision": "keep", "modify": "no", "modified_question": "", "modified_answer": "", "evidence_figures": []}
 
 
-class RealWorkerExportTests(TransactionTestCase):
+class RealWorkerExportTests(RealWorkerTestCase):
     def setUp(self) -> None:
-        self.media = Path(settings.MEDIA_ROOT)
-        self.uploads = Path(settings.IMPORT_UPLOAD_ROOT)
-        # The worker, which has no such setting unless the environment gives one, writes under
-        # MEDIA_ROOT/exports: so does this process.
-        exports = override_settings(QUIRE_EXPORT_ROOT=str(self.media / "exports"))
+        super().setUp()
+        self.exports = Path(settings.MEDIA_ROOT) / "exports"
+        # The worker writes where its environment says; so does this process.
+        exports = override_settings(QUIRE_EXPORT_ROOT=str(self.exports))
         exports.enable()
         self.addCleanup(exports.disable)
-        broker = os.environ.get("CELERY_BROKER_URL", "")
-        if not broker.startswith("redis"):
-            broker = f"sqla+sqlite:///{self.uploads / 'broker.sqlite3'}"
-        self.original_broker = celery_app.conf.broker_url
-        celery_app.conf["broker_url"] = broker
-        reset_broker_connections()
-        self.worker = self.start_worker(broker)
+        self.start_worker()
 
-    def tearDown(self) -> None:
-        self.worker.send_signal(signal.SIGTERM)
-        try:
-            self.worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.worker.kill()
-            self.worker.wait()
-        celery_app.conf["broker_url"] = self.original_broker
-        reset_broker_connections()
+    def worker_environment(self) -> dict[str, str]:
+        return {"MEDIA_ROOT": str(settings.MEDIA_ROOT), "QUIRE_EXPORT_ROOT": str(self.exports)}
 
-    def start_worker(self, broker: str) -> subprocess.Popen[bytes]:
-        environment = {
-            **os.environ,
-            "DATABASE_URL": database_url_for_worker(),
-            "CELERY_BROKER_URL": broker,
-            "MEDIA_ROOT": str(self.media),
-            "QUIRE_EXPORT_ROOT": str(self.media / "exports"),
-            "QUIRE_IMPORT_UPLOAD_ROOT": str(self.uploads),
-        }
-        command = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"]
-        command += ["--without-heartbeat", "--without-mingle", "--without-gossip"]
-        return subprocess.Popen(command, cwd=ROOT, env=environment)
-
-    def wait_for(self, snapshot: GoldSnapshot) -> GoldSnapshot:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while time.monotonic() < deadline:
-            snapshot.refresh_from_db()
-            if snapshot.status in (SnapshotStatus.DONE, SnapshotStatus.FAILED):
-                return snapshot
-            self.assertIsNone(self.worker.poll(), "the Celery worker exited")
-            time.sleep(0.2)
-        raise self.failureException(f"the worker did not finish snapshot {snapshot.pk} in {WAIT_SECONDS} s")
+    def wait_for_snapshot(self, snapshot: GoldSnapshot) -> GoldSnapshot:
+        finished = (SnapshotStatus.DONE, SnapshotStatus.FAILED)
+        return self.wait_for(snapshot, lambda snapshot: snapshot.status in finished, "done or failed")
 
     def test_a_queued_snapshot_is_built_by_the_worker(self) -> None:
         lead = UserFactory.create()
@@ -96,7 +55,7 @@ class RealWorkerExportTests(TransactionTestCase):
             )
             self.assertEqual(snapshot.status, SnapshotStatus.QUEUED)
 
-        snapshot = self.wait_for(snapshot)
+        snapshot = self.wait_for_snapshot(snapshot)
 
         self.assertEqual(snapshot.status, SnapshotStatus.DONE, snapshot.error)
         self.assertEqual((snapshot.progress_done, snapshot.progress_total), (8, 8))
