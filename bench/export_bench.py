@@ -19,13 +19,13 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+
+from bench_support import database_drop, database_recreate, run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DATABASE = "quire_export_bench"
@@ -264,37 +264,6 @@ def _peak_rss_mb() -> float:
 
 
 # Databases --------------------------------------------------------------------------------------
-
-
-def database_url(server_url: str, name: str) -> str:
-    parts = urlsplit(server_url)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
-
-
-def database_recreate(server_url: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(server_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    return database_url(server_url, name)
-
-
-def database_drop(server_url: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def run_child(command: list[str], env: dict[str, str], seconds: float) -> str:
-    try:
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=seconds, check=False)
-    except subprocess.TimeoutExpired:
-        raise SystemExit(f"{' '.join(command[:3])} took longer than {seconds} s") from None
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command[:3])} failed:\n{done.stderr[-3000:]}")
-    return done.stdout
 
 
 def bench(args: argparse.Namespace, server_url: str, scratch: Path) -> dict[str, Any]:

@@ -42,7 +42,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+
+from bench_support import database_drop, database_recreate, run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DATABASE = "quire_queue_bench"
@@ -197,27 +198,6 @@ def corpus_insert(cursor: Any, tables: dict[str, str], dataset_id: int, papers: 
 # Databases and the server -----------------------------------------------------------------
 
 
-def database_url(server_url: str, name: str) -> str:
-    parts = urlsplit(server_url)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
-
-
-def database_recreate(server_url: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(server_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    return database_url(server_url, name)
-
-
-def database_drop(server_url: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(server_url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def child_env(bench_url: str, var_dir: Path) -> dict[str, str]:
     return {
         **os.environ,
@@ -229,16 +209,6 @@ def child_env(bench_url: str, var_dir: Path) -> dict[str, str]:
         # Django logs each 4xx as a warning; a 5xx is an error, and the report counts them.
         "LOG_LEVEL": "ERROR",
     }
-
-
-def run_child(command: list[str], env: dict[str, str], seconds: float) -> str:
-    try:
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=seconds, check=False)
-    except subprocess.TimeoutExpired:
-        raise SystemExit(f"{' '.join(command[:3])} took longer than {seconds} s") from None
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command[:3])} failed:\n{done.stderr[-3000:]}")
-    return done.stdout
 
 
 def free_port() -> int:
