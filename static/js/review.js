@@ -9,7 +9,7 @@
 (function () {
   "use strict";
 
-  const NOT_TYPING_INPUTS = ["checkbox", "radio", "button", "submit", "reset", "hidden", "range", "color", "file", "image"];
+  const { keyName, isTyping, isOverlayKey, toggleOverlay } = window.QuireKeys;
 
   function reviewForm() {
     return document.getElementById("review-form");
@@ -46,46 +46,9 @@
     }
   }
 
-  function keyName(event) {
-    const code = event.code || "";
-    let base = "";
-    if (/^Key[A-Z]$/.test(code)) {
-      base = code.slice(3);
-    } else if (/^Digit\d$/.test(code)) {
-      base = code.slice(5);
-    } else if (/^Numpad\d$/.test(code)) {
-      base = code.slice(6);
-    } else {
-      return "";
-    }
-    return event.shiftKey ? "Shift+" + base.toUpperCase() : base.toLowerCase();
-  }
 
-  function isTyping(element) {
-    if (!element || !element.tagName) {
-      return false;
-    }
-    if (element.isContentEditable || element.tagName === "TEXTAREA" || element.tagName === "SELECT") {
-      return true;
-    }
-    return element.tagName === "INPUT" && NOT_TYPING_INPUTS.indexOf(element.type) === -1;
-  }
 
-  function isOverlayKey(event) {
-    return event.key === "?" || (event.shiftKey && event.code === "Slash");
-  }
 
-  function toggleOverlay() {
-    const overlay = document.getElementById("shortcut-overlay");
-    if (!overlay) {
-      return;
-    }
-    if (overlay.open) {
-      overlay.close();
-    } else {
-      overlay.showModal();
-    }
-  }
 
   function pressDecide() {
     const button = document.querySelector('[data-shortcut="decide"]');

@@ -16,7 +16,7 @@
   const TICK_MS = 1000;
   // Cells of the diff's LCS table; past this a change shows as one deletion and one insertion.
   const DIFF_CELL_LIMIT = 400000;
-  const NOT_TYPING_INPUTS = ["checkbox", "radio", "button", "submit", "reset", "hidden", "range", "color", "file", "image"];
+  const { keyName, isTyping, isOverlayKey, toggleOverlay } = window.QuireKeys;
 
   let activeMs = 0;
   let visibleSince = null;
@@ -296,34 +296,8 @@
   // Keyboard -----------------------------------------------------------------------------
 
   // "KeyK" -> "k", with Shift "Shift+K"; "Digit1" / "Numpad1" -> "1", with Shift "Shift+1".
-  function keyName(event) {
-    const code = event.code || "";
-    let base = "";
-    if (/^Key[A-Z]$/.test(code)) {
-      base = code.slice(3);
-    } else if (/^Digit\d$/.test(code)) {
-      base = code.slice(5);
-    } else if (/^Numpad\d$/.test(code)) {
-      base = code.slice(6);
-    } else {
-      return "";
-    }
-    return event.shiftKey ? "Shift+" + base.toUpperCase() : base.toLowerCase();
-  }
 
-  function isTyping(element) {
-    if (!element || !element.tagName) {
-      return false;
-    }
-    if (element.isContentEditable || element.tagName === "TEXTAREA" || element.tagName === "SELECT") {
-      return true;
-    }
-    return element.tagName === "INPUT" && NOT_TYPING_INPUTS.indexOf(element.type) === -1;
-  }
 
-  function isOverlayKey(event) {
-    return event.key === "?" || (event.shiftKey && event.code === "Slash");
-  }
 
   function pressShortcut(name) {
     const element = document.querySelector('[data-shortcut="' + name + '"]');
@@ -343,17 +317,6 @@
     return true;
   }
 
-  function toggleOverlay() {
-    const overlay = document.getElementById("shortcut-overlay");
-    if (!overlay) {
-      return;
-    }
-    if (overlay.open) {
-      overlay.close();
-    } else {
-      overlay.showModal();
-    }
-  }
 
   const GENERIC_KEYS = {
     s: function () {

@@ -17,7 +17,7 @@
   const LINE = /^\[?([rR]\d+)(?!\w)\]?\s*(?:[:=\u2013\u2014-]\s*)?(.*)$/;
   const PLACEHOLDER_IN_TEXT = /(?<!\w)r([1-9]\d*)(?!\w)/g;
   const TEXT_NAMES = ["rewritten_question", "rewritten_answer"];
-  const NOT_TYPING_INPUTS = ["checkbox", "radio", "button", "submit", "reset", "hidden", "range", "color", "file", "image"];
+  const { isTyping } = window.QuireKeys;
 
   function referencesBox() {
     return document.querySelector("#workbench-form textarea[data-references]");
@@ -261,15 +261,6 @@
 
   // Keys ----------------------------------------------------------------------------------
 
-  function isTyping(element) {
-    if (!element || !element.tagName) {
-      return false;
-    }
-    if (element.isContentEditable || element.tagName === "TEXTAREA" || element.tagName === "SELECT") {
-      return true;
-    }
-    return element.tagName === "INPUT" && NOT_TYPING_INPUTS.indexOf(element.type) === -1;
-  }
 
   // Runs before workbench.js (capture), which would otherwise focus the hidden textarea.
   function onKeyDown(event) {
