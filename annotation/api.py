@@ -40,28 +40,6 @@ FULL_DETAIL = (
 PAYLOAD_DESCRIPTION = """\
 The annotation in the canonical JSON of the project's workflow. The server checks it with the
 same rules as the workbench form and answers 400 with the errors per field when it fails.
-
-**spiqa_filter** (keep / discard / modify a generated QA pair):
-
-    {"answerable_from_figure": "yes", "decision": "keep", "discard_reasons": [],
-     "modify": "no", "evidence_figures": ["1805.01234v2-Figure1-1.png"], "figure_type": "plot"}
-
-`answerable_from_figure` and `modify` are "yes" or "no"; `decision` is "keep" or "discard".
-`discard_reasons` is a subset of "trivial_or_specific", "answer_incorrect", "duplicate",
-"passage_only", "answer_unclear", "other": a discard needs at least one, a keep none.
-"duplicate" needs `duplicate_of` (the external id of the other question of the same paper)
-and "other" needs `other_note`. `modify` "yes" needs a `modified_question` or
-`modified_answer` that differs from the original. `evidence_figures` lists file names of the
-paper's figures and tables; a kept item needs at least one. `figure_type` is one of "plot",
-"schematic", "photograph(s)", "table", "other".
-
-**qascore_rating** (score a model response 0 / 0.5 / 1):
-
-    {"extracted_answer": "taller and sharper", "no_answer": false, "score": 0.5, "note": ""}
-
-`extracted_answer` is the short answer taken from the response only, list items separated by
-";". When the response commits to no answer, leave it empty and set `no_answer` to true; such
-a response scores 0. `score` is 0, 0.5 or 1; `note` is optional.
 """
 
 
@@ -79,26 +57,22 @@ def _field_reference(name: str, field: forms.Field) -> str:
     return f"- `{name}`{' (always required)' if field.required else ''}: {allowed}"
 
 
-def _other_workflows_reference() -> str:
-    """The fields of the workflows the text above does not describe, from their forms, so the
-    reference never lags behind a new plug-in. Configured workflows (rubrics) say so."""
+def _workflows_reference() -> str:
+    """Each workflow's payload: its own description where it wrote one, else the fields of its
+    form, so the reference never lags behind a new plug-in. Configured workflows (rubrics) say so."""
     sections = []
     for name, _label in workflow_choices():
-        if name in ("spiqa_filter", "qascore_rating"):
-            continue
         workflow = get_workflow(name)
-        fields = "\n".join(_field_reference(n, f) for n, f in workflow.form_class.base_fields.items())
-        if not fields:
-            fields = "- one field per criterion of the project's rubric, keyed as the rubric names them"
-        sections.append(f"**{name}** ({workflow.description})\n\n{fields}")
+        body = workflow.payload_doc.strip("\n")
+        if not body:
+            body = "\n".join(_field_reference(n, f) for n, f in workflow.form_class.base_fields.items())
+        if not body:
+            body = "- one field per criterion of the project's rubric, keyed as the rubric names them"
+        sections.append(f"**{name}** ({workflow.description})\n\n{body}")
     return "\n\n".join(sections)
 
 
-PAYLOAD_DESCRIPTION += (
-    "\nThe other workflows' fields (the server's messages say which rule a payload breaks):\n\n"
-    + _other_workflows_reference()
-    + "\n"
-)
+PAYLOAD_DESCRIPTION += "\n" + _workflows_reference() + "\n"
 
 SUBMIT_DESCRIPTION = f"""\
 Submit an annotation of an item you claimed. Send a fresh `client_token` (a UUID, say) with

@@ -99,6 +99,9 @@ class Workflow:
     # Writing workflows start from the figure alone: the item's imported question and answer
     # are kept from annotators on every page and in the API.
     hides_item_text: ClassVar[bool] = False
+    # The payload as the API documentation describes it (Markdown: an example and the rules).
+    # Empty means the documentation lists the form's fields instead.
+    payload_doc: ClassVar[str] = ""
 
     def check_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """A project's ``workflow_config`` in the form it is stored, checked when the project

@@ -96,6 +96,13 @@ class QAScoreRating(Workflow):
     name = "qascore_rating"
     label = "QAScore rating (0 / 0.5 / 1)"
     description = "Extract the short answer from a model response and score it against the gold answer."
+    payload_doc = """\
+    {"extracted_answer": "taller and sharper", "no_answer": false, "score": 0.5, "note": ""}
+
+`extracted_answer` is the short answer taken from the response only, list items separated by
+";". When the response commits to no answer, leave it empty and set `no_answer` to true; such
+a response scores 0. `score` is 0, 0.5 or 1; `note` is optional.
+"""
     unit = "candidate"
     template_name = "annotation/workflows/qascore_rating.html"
     form_class = QAScoreForm

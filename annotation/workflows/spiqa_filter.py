@@ -159,6 +159,19 @@ class SpiqaFilter(Workflow):
     name = "spiqa_filter"
     label = "SPIQA filtering (keep / discard / modify)"
     description = "Review model-generated QA pairs about a paper's figures, as for SPIQA test-A."
+    payload_doc = """\
+    {"answerable_from_figure": "yes", "decision": "keep", "discard_reasons": [],
+     "modify": "no", "evidence_figures": ["1805.01234v2-Figure1-1.png"], "figure_type": "plot"}
+
+`answerable_from_figure` and `modify` are "yes" or "no"; `decision` is "keep" or "discard".
+`discard_reasons` is a subset of "trivial_or_specific", "answer_incorrect", "duplicate",
+"passage_only", "answer_unclear", "other": a discard needs at least one, a keep none.
+"duplicate" needs `duplicate_of` (the external id of the other question of the same paper)
+and "other" needs `other_note`. `modify` "yes" needs a `modified_question` or
+`modified_answer` that differs from the original. `evidence_figures` lists file names of the
+paper's figures and tables; a kept item needs at least one. `figure_type` is one of "plot",
+"schematic", "photograph(s)", "table", "other".
+"""
     template_name = "annotation/workflows/spiqa_filter.html"
     form_class = SpiqaFilterForm
     label_fields = (

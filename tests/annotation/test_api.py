@@ -520,9 +520,12 @@ class SchemaAndDocsTests(TestCase):
         )
         submit = schema["paths"]["/api/projects/{project_id}/items/{project_item_id}/submit/"]["post"]
         self.assertEqual(set(submit["responses"]), {"200", "201", "400", "401", "404", "409"})
-        self.assertIn('"decision": "keep"', submit["description"])
-        self.assertIn('"score": 0.5', submit["description"])
-        # Every other workflow's fields are listed from its form, so a new plug-in is never missing.
+        # The workflows that describe their payload keep their examples as Markdown code blocks.
+        self.assertIn('\n    {"answerable_from_figure": "yes", "decision": "keep"', submit["description"])
+        self.assertIn(
+            '\n    {"extracted_answer": "taller and sharper", "no_answer": false, "score": 0.5', submit["description"]
+        )
+        # The others' fields are listed from their forms, so a new plug-in is never missing.
         for name, _label in workflow_choices():
             self.assertIn(f"**{name}**", submit["description"])
         relevance = '`relevance` (always required): one of "relevant", "irrelevant", "ambiguous"'
