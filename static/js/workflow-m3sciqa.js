@@ -19,7 +19,7 @@
   const SELECT_ID = "id_gold_reference";
   const ACTIVE = "m3sciqa-reference--active";
   const CHOSEN = "m3sciqa-reference--chosen";
-  const TYPING_INPUTS = ["text", "search", "email", "number", "password", "url", "tel"];
+  const { isTyping } = window.QuireKeys;
 
   function rows() {
     const list = document.getElementById(LIST_ID);
@@ -111,16 +111,6 @@
     const index = shown.indexOf(activeRow());
     const next = index === -1 ? 0 : Math.min(Math.max(index + step, 0), shown.length - 1);
     highlight(shown[next]);
-  }
-
-  function isTyping(element) {
-    if (!element || !element.tagName) {
-      return false;
-    }
-    if (element.isContentEditable || element.tagName === "TEXTAREA" || element.tagName === "SELECT") {
-      return true;
-    }
-    return element.tagName === "INPUT" && TYPING_INPUTS.indexOf(element.type) !== -1;
   }
 
   function overlayOpen() {

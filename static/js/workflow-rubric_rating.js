@@ -11,7 +11,7 @@
 (function () {
   "use strict";
 
-  const TYPING_INPUTS = ["text", "number", "search", "email", "url", "tel", "password"];
+  const { isTyping, keyName } = window.QuireKeys;
   let currentName = null;
 
   function workbenchForm() {
@@ -186,25 +186,10 @@
 
   // Wiring -------------------------------------------------------------------------------
 
-  function isTyping(element) {
-    if (!element || !element.tagName) {
-      return false;
-    }
-    if (element.isContentEditable || element.tagName === "TEXTAREA" || element.tagName === "SELECT") {
-      return true;
-    }
-    return element.tagName === "INPUT" && TYPING_INPUTS.indexOf(element.type) !== -1;
-  }
-
+  // The keys this script answers: digits pick a level, j / k move, r reveals.
   function keyOf(event) {
-    const code = event.code || "";
-    if (/^Digit\d$/.test(code)) {
-      return code.slice(5);
-    }
-    if (/^Numpad\d$/.test(code)) {
-      return code.slice(6);
-    }
-    return { KeyJ: "j", KeyK: "k", KeyR: "r" }[code] || "";
+    const key = keyName(event);
+    return /^[0-9jkr]$/.test(key) ? key : "";
   }
 
   function onKeyDown(event) {
