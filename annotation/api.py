@@ -163,6 +163,13 @@ class LeaseClaimApi(APIView):
             candidate = CandidateSerializer(
                 allow_null=True, help_text="The model answer to rate, for answer-rating workflows."
             )
+            shown = serializers.DictField(
+                default=dict,
+                help_text=(
+                    "What the workflow shows besides the item, e.g. a pairwise rubric's two answers: "
+                    '{"pair": [{"letter": "A", "text": ...}, {"letter": "B", "text": ...}]}, in the order shown.'
+                ),
+            )
             figures = serializers.ListField(
                 child=serializers.CharField(),
                 default=list,
@@ -212,8 +219,10 @@ class LeaseClaimApi(APIView):
             "project_item__item__paper", "project_item__candidate", "guideline"
         ).get(pk=claimed.pk)
         data = self.OutputSerializer(record).data
-        if get_workflow(project.workflow).hides_item_text:
+        workflow = get_workflow(project.workflow)
+        if workflow.hides_item_text:
             data["item"]["question"] = data["item"]["answer"] = ""
+        data["item"]["shown"] = workflow.api_context(record.project_item)
         paper_id = record.project_item.item.paper_id
         data["item"]["figures"] = (
             list(

@@ -122,6 +122,11 @@ class Workflow:
         """Everything the display needs, fetched in a fixed number of queries."""
         return ItemView(project_item=project_item)
 
+    def api_context(self, project_item: ProjectItem) -> dict[str, Any]:
+        """What an API client needs beyond the item's question, answer and candidate to label
+        it as the workbench shows it (as JSON: plain values only). Nothing by default."""
+        return {}
+
     def initial(self, view: ItemView) -> Payload:
         """The payload a new annotation starts from (pre-filled from the item)."""
         return {}

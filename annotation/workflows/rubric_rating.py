@@ -326,6 +326,16 @@ earlier answer afterwards; the record keeps the answer you gave before the revea
             "swapped": swapped,
         }
 
+    def api_context(self, project_item: ProjectItem) -> dict[str, Any]:
+        """A pair's two answers as the workbench shows them: lettered in the item's fixed order,
+        without system names (raters compare blind)."""
+        rubric = rubric_for(project_item.project)
+        if rubric.unit != "pair":
+            return {}
+        extra: dict[str, Any] = {}
+        self._add_pair(extra, project_item.project_id, project_item, rubric)
+        return {"pair": [{"letter": letter, "text": candidate.text} for letter, candidate in extra["pair"]]}
+
     def form_data(self, view: ItemView, payload: Payload) -> dict[str, Any]:
         rubric: Rubric = view.extra["rubric"]
         slots: list[Slot] = view.extra["slots"]

@@ -104,6 +104,7 @@ class ClaimApiTests(ApiTestCase):
                 "answer": first.item.answer,
                 "paper": first.item.paper.external_id,
                 "candidate": None,
+                "shown": {},
                 "figures": [
                     f"{first.item.paper.external_id}-Figure1-1.png",
                     f"{first.item.paper.external_id}-Table1-1.png",

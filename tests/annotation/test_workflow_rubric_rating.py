@@ -795,6 +795,27 @@ class PairwiseTests(RubricTestCase):
         stored = self.submit(project, record, {"preference": "B"})
         self.assertEqual({stored["pair"]["A"]["system"], stored["pair"]["B"]["system"]}, {"gamma", "alpha"})
 
+    def test_the_api_claim_gives_the_pair_in_the_order_shown_without_system_names(self) -> None:
+        self.client.force_login(self.annotator)
+        response = self.client.post(reverse("api_claim", args=[self.project.pk]))
+        self.assertEqual(response.status_code, 200)
+        item = response.json()["item"]
+        seed = pair_seed(self.project.pk, item["id"])
+        systems = ["beta", "alpha"] if pair_swapped(seed) else ["alpha", "beta"]
+        expected = [
+            {"letter": letter, "text": f"{system.capitalize()} answers."}
+            for letter, system in zip("AB", systems, strict=True)
+        ]
+        self.assertEqual(item["shown"], {"pair": expected})
+        self.assertIsNone(item["candidate"])
+
+    def test_the_api_claim_has_no_pair_context_for_other_units(self) -> None:
+        project = rubric_project(lead=self.lead, config=preset("scidqa_aspects"), items=1, members=(self.annotator,))
+        self.client.force_login(self.annotator)
+        response = self.client.post(reverse("api_claim", args=[project.pk]))
+        self.assertEqual(response.status_code, 200)
+        self.assertEqual(response.json()["item"]["shown"], {})
+
     def test_a_choice_outside_the_four_is_refused(self) -> None:
         record = self.claim(self.project)
         with self.assertRaises(ApplicationError) as raised:
