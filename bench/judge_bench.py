@@ -5,7 +5,8 @@ allowed in flight.
 Setup (a child process with Django configured for the bench database): a dataset of
 10,000 items, one candidate answer each, an endpoint at the server with max_concurrent 64,
 and an L3Score judge run over the answers. Then real Celery workers (--workers, solo pool;
-each processes chunks with a thread per allowed request) run it. On PostgreSQL + Redis when
+each with concurrency / workers HTTP threads, or --threads-per-worker: more threads than
+slots wait on the limiter, blocked until a release wakes them) run it. On PostgreSQL + Redis when
 DATABASE_URL and CELERY_BROKER_URL name them (a fresh database next to DATABASE_URL's, as
 `make bench` arranges; the broker's Redis also holds the endpoint's limiter), else embedded:
 SQLite and the SQLite broker in a scratch folder.
@@ -16,7 +17,10 @@ Wall time is the run's own: from the first chunk claimed to the run marked done.
 - slot_overhead_ms_per_item: how long each item held one of the 64 request slots beyond the
   server's latency (wall x concurrency / items - latency): client, limiter, scheduling;
 - worker_cpu_ms_per_item and server_cpu_ms_per_item: CPU spent per item by the workers and
-  by the stand-in server (which competes for the same cores).
+  by the stand-in server (which competes for the same cores);
+- load_average_before / load_average_after: the machine's 1, 5 and 15 minute load averages
+  when the run was queued and when it ended. On a shared machine the efficiency falls as
+  other work takes the cores, so a figure means little without them.
 
 Prints one JSON line.
 """
@@ -102,7 +106,7 @@ def run_setup(args: argparse.Namespace) -> None:
             split="test",
             config={"profile": "one-token"},
             chunk_size=args.chunk_size,
-            threads_per_worker=-(-args.concurrency // args.workers),
+            threads_per_worker=args.threads_per_worker or -(-args.concurrency // args.workers),
             queue=False,
         )
     limiter_backend().clear(f"endpoint:{endpoint.pk}")
@@ -247,6 +251,7 @@ def bench(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         "latency_s": args.latency,
         "concurrency": args.concurrency,
         "workers": args.workers,
+        "threads_per_worker": args.threads_per_worker or -(-args.concurrency // args.workers),
         "chunk_size": args.chunk_size,
     }
     server, base_url = server_start(args, scratch)
@@ -257,9 +262,11 @@ def bench(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         run_id = json.loads(run_child(setup, env, args.setup_timeout).splitlines()[-1])["run"]
         workers = workers_start(args, env, scratch)
         cpu_before = (cpu_seconds(workers), cpu_seconds([server]))
+        load_before = os.getloadavg()
         run_child([sys.executable, __file__, f"--enqueue={run_id}", *shared_arguments(args)], env, 120)
         row = wait_for_run(bench_url, run_id, args.run_timeout)
         cpu_after = (cpu_seconds(workers), cpu_seconds([server]))
+        load_after = os.getloadavg()
     finally:
         for worker in workers:
             stop(worker)
@@ -279,6 +286,8 @@ def bench(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         "slot_overhead_ms_per_item": round((wall * args.concurrency / args.items - args.latency) * 1000, 2),
         "worker_cpu_ms_per_item": round((cpu_after[0] - cpu_before[0]) * 1000 / args.items, 3),
         "server_cpu_ms_per_item": round((cpu_after[1] - cpu_before[1]) * 1000 / args.items, 3),
+        "load_average_before": [round(value, 2) for value in load_before],
+        "load_average_after": [round(value, 2) for value in load_after],
         "target_efficiency": 0.85,
     }
     return report
@@ -290,6 +299,7 @@ def shared_arguments(args: argparse.Namespace) -> list[str]:
         f"--concurrency={args.concurrency}",
         f"--chunk-size={args.chunk_size}",
         f"--workers={args.workers}",
+        f"--threads-per-worker={args.threads_per_worker}",
     ]
 
 
@@ -315,6 +325,12 @@ def main() -> None:
         default=2,
         help="Celery worker processes, each with concurrency / workers threads (default 2: one process is bound "
         "by its interpreter lock well below 640 requests/s)",
+    )
+    parser.add_argument(
+        "--threads-per-worker",
+        type=int,
+        default=0,
+        help="HTTP threads per worker (default concurrency / workers; more makes threads wait on the limiter)",
     )
     parser.add_argument("--chunk-size", type=int, default=500)
     parser.add_argument("--database", default=BENCH_DATABASE, help="the database this bench creates and drops")

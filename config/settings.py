@@ -244,7 +244,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
 )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Redis holding each model endpoint's concurrency slots and per-minute windows
-# (evaluation/limits.py), so the limits hold for every worker on every machine. Defaults to
+# (evaluation/limits/), so the limits hold for every worker on every machine. Defaults to
 # CELERY_BROKER_URL when that is Redis; with neither, the limits live in VAR_DIR/limiter.sqlite3
 # and hold across the processes of one machine (embedded mode).
 QUIRE_LIMITER_REDIS_URL = env_str("QUIRE_LIMITER_REDIS_URL") or (

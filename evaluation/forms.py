@@ -11,8 +11,8 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from annotation.models import Dataset, Project
-from evaluation.judges import JUDGES
-from evaluation.models import MAX_CONCURRENT_LIMIT, InferenceRun, ModelEndpoint, PromptTemplate
+from evaluation.judges import JUDGES, OFFLINE_METRICS
+from evaluation.models import MAX_CONCURRENT_LIMIT, InferenceRun, JudgeConfig, ModelEndpoint, PromptTemplate
 from evaluation.services.endpoints import EndpointSettings, KeyChange
 from evaluation.services.inference import DEFAULT_LONGEST_SIDE, DEFAULT_MAX_FIGURES
 from evaluation.services.judging import CUSTOM_JUDGE
@@ -112,6 +112,15 @@ class ScopeForm(forms.Form):
         return cleaned
 
 
+def snapshot_field(help_text: str) -> forms.ModelChoiceField[GoldSnapshot]:
+    return forms.ModelChoiceField(
+        queryset=GoldSnapshot.objects.filter(status=SnapshotStatus.DONE).select_related("project"),
+        required=False,
+        label="Or: gold snapshot",
+        help_text=help_text,
+    )
+
+
 class InferenceRunForm(ScopeForm):
     endpoint = forms.ModelChoiceField(queryset=ModelEndpoint.objects.order_by("name"))
     prompt = forms.ModelChoiceField(
@@ -119,12 +128,7 @@ class InferenceRunForm(ScopeForm):
     )
     system_name = forms.CharField(max_length=200, help_text="The answers become candidates of this system.")
     input_mode = forms.ChoiceField(choices=InferenceRun.InputMode.choices)
-    snapshot = forms.ModelChoiceField(
-        queryset=GoldSnapshot.objects.filter(status=SnapshotStatus.DONE).select_related("project"),
-        required=False,
-        label="Or: gold snapshot",
-        help_text="The items a finished gold snapshot kept.",
-    )
+    snapshot = snapshot_field("The items a finished gold snapshot kept, asked as it curated them.")
     temperature = forms.FloatField(min_value=0, max_value=2, initial=0.0)
     max_tokens = forms.IntegerField(min_value=1, initial=1024)
     top_p = forms.FloatField(min_value=0, max_value=1, required=False)
@@ -154,30 +158,65 @@ class InferenceRunForm(ScopeForm):
         }
 
 
+OFFLINE_TITLES = {
+    "exact_match": "Exact match (offline, no endpoint)",
+    "relaxed_accuracy": "Relaxed accuracy, 5% (offline, no endpoint)",
+    "rouge_l": "ROUGE-L F1 (offline, no endpoint)",
+}
+
+
 def judge_choices() -> list[tuple[str, str]]:
-    return [(info.name, info.title) for info in JUDGES.values()] + [(CUSTOM_JUDGE, "Custom prompt and parser")]
+    model_judges = [(info.name, info.title) for info in JUDGES.values()] + [(CUSTOM_JUDGE, "Custom prompt and parser")]
+    return model_judges + [(name, OFFLINE_TITLES[name]) for name in OFFLINE_METRICS]
 
 
 class JudgeRunForm(ScopeForm):
     judge = forms.ChoiceField(choices=judge_choices)
-    endpoint = forms.ModelChoiceField(queryset=ModelEndpoint.objects.order_by("name"))
+    endpoint = forms.ModelChoiceField(
+        queryset=ModelEndpoint.objects.order_by("name"),
+        required=False,
+        help_text="Every judge but the offline metrics asks a model; leave it empty for those.",
+    )
     answers_system = forms.CharField(max_length=200, required=False, label="Answers of system")
     answers_run = forms.ModelChoiceField(
         queryset=InferenceRun.objects.order_by("-created_at"), required=False, label="Or: answers of inference run"
+    )
+    snapshot = snapshot_field("Grade the answers to the items a finished gold snapshot kept, against its curated gold.")
+    judge_config = forms.ModelChoiceField(
+        queryset=JudgeConfig.objects.order_by("name"),
+        required=False,
+        label="Calibrated configuration",
+        help_text=(
+            "A threshold marks each score correct or not; a learned configuration is QAEval's fallback. "
+            "It must be for the chosen judge."
+        ),
     )
     config = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}),
         required=False,
         initial="{}",
+        label="Settings (JSON)",
         help_text=(
-            "The judge's settings as JSON (template version, profile, mode, a custom prompt and parser). "
-            'QAEval with a trained fallback: {"fallback": "learned", "learned_fallback": ID}.'
+            "The judge's settings as JSON (template version, profile, mode, a custom prompt and parser; "
+            'relaxed accuracy\'s "tolerance"). QAEval with a trained fallback: '
+            '{"fallback": "learned", "learned_fallback": ID}.'
         ),
     )
     chunk_size = forms.IntegerField(min_value=1, max_value=MAX_CHUNK_SIZE, initial=200)
     use_cache = forms.BooleanField(required=False, initial=True, help_text="Repeated requests cost nothing.")
 
-    field_order = ["judge", "endpoint", "answers_system", "answers_run", "project", "dataset", "split", "config"]
+    field_order = [
+        "judge",
+        "endpoint",
+        "answers_system",
+        "answers_run",
+        "project",
+        "dataset",
+        "split",
+        "snapshot",
+        "judge_config",
+        "config",
+    ]
 
     def clean_config(self) -> dict[str, Any]:
         text = self.cleaned_data["config"].strip() or "{}"
@@ -193,8 +232,9 @@ class JudgeRunForm(ScopeForm):
         cleaned = forms.Form.clean(self) or {}
         if bool(cleaned.get("answers_system")) == bool(cleaned.get("answers_run")):
             raise ValidationError("Choose the answers: a system name or an inference run (not both).")
-        if cleaned.get("answers_run") is None and bool(cleaned.get("project")) == bool(cleaned.get("dataset")):
-            raise ValidationError("Choose a project or a dataset (one of them).")
+        sources = [name for name in ("project", "dataset", "snapshot") if cleaned.get(name)]
+        if len(sources) > 1 or (not sources and cleaned.get("answers_run") is None):
+            raise ValidationError("Choose a project, a dataset or a gold snapshot (one of them).")
         return cleaned
 
 

@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.models import CandidateAnswer, Dataset, Project, QAItem
+from reviews.models import GoldSnapshot
 
 MAX_CONCURRENT_LIMIT = 1024
 
@@ -118,14 +119,24 @@ FINAL_STATUSES = (RunStatus.CANCELLED, RunStatus.FAILED, RunStatus.DONE)
 
 
 class Run(models.Model):
-    """What inference and judge runs share: an endpoint, a status, totals and progress."""
+    """What inference and judge runs share: an endpoint, a status, totals and progress.
 
-    endpoint = models.ForeignKey(ModelEndpoint, on_delete=models.PROTECT, related_name="+")
+    ``endpoint`` is empty only for judges that need no model (the offline metrics)."""
+
+    endpoint = models.ForeignKey(ModelEndpoint, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     parameters = models.JSONField(default=dict, blank=True)
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     split = models.CharField(max_length=50, blank=True)
+    snapshot = models.ForeignKey(
+        GoldSnapshot,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The gold snapshot whose kept items (as curated) the run covers.",
+    )
     chunk_size = models.PositiveIntegerField(default=200)
     items_total = models.PositiveIntegerField(default=0)
     items_done = models.PositiveIntegerField(default=0)
@@ -179,6 +190,9 @@ class InferenceRun(Run):
             # The engine's start-up recovery looks for active runs.
             models.Index(fields=["status"], name="inference_run_status_idx"),
         ]
+        constraints = [
+            models.CheckConstraint(condition=Q(endpoint__isnull=False), name="inference_run_has_endpoint"),
+        ]
 
     def __str__(self) -> str:
         return f"inference run {self.pk} ({self.system_name})"
@@ -191,6 +205,14 @@ class JudgeRun(Run):
     answers_system = models.CharField(max_length=200)
     answers_run = models.ForeignKey(
         InferenceRun, null=True, blank=True, on_delete=models.PROTECT, related_name="judge_runs"
+    )
+    config = models.ForeignKey(
+        "JudgeConfig",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="runs",
+        help_text="The named, calibrated configuration the run applies (threshold or learned fallback).",
     )
 
     class Meta:
@@ -373,3 +395,42 @@ class LearnedFallback(models.Model):
 
     def __str__(self) -> str:
         return f"learned fallback {self.pk} on {self.project} ({self.cv_accuracy:.1%})"
+
+
+class JudgeConfig(models.Model):
+    """A named way of using a judge, calibrated on one project's human labels: a score threshold
+    (a continuous judge such as L3Score read as correct / not correct) or a learned QAEval
+    fallback. ``figures`` holds what it scored on the held-out part of the labels, so nobody
+    uses it without seeing how far it can be trusted."""
+
+    class Kind(models.TextChoices):
+        THRESHOLD = "threshold", "Score threshold"
+        LEARNED = "learned", "Learned QAEval fallback"
+
+    name = models.CharField(max_length=100, unique=True)
+    judge = models.CharField(max_length=50)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    threshold = models.FloatField(null=True, blank=True, help_text="Scores at or above it count as correct.")
+    learned = models.ForeignKey(LearnedFallback, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    project = models.ForeignKey(
+        Project, on_delete=models.PROTECT, related_name="+", help_text="Whose human labels it was fitted on."
+    )
+    source_runs = models.JSONField(default=list, blank=True, help_text="The judge runs whose scores were used.")
+    parameters = models.JSONField(default=dict, blank=True, help_text="How it was fitted (split, seed, folds).")
+    figures = models.JSONField(default=dict, blank=True, help_text="Its figures on the held-out labels.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(kind="threshold", threshold__isnull=False) | Q(kind="learned", learned__isnull=False)),
+                name="judge_config_kind_has_setting",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.judge}, {self.get_kind_display()})"

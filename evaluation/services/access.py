@@ -32,5 +32,7 @@ def run_get_for_user(user: User, kind: str, run_id: int) -> Run:
     model = RUN_MODELS.get(kind)
     if model is None:
         raise Http404("No such run.")
-    related = ("endpoint", "prompt") if model is InferenceRun else ("endpoint", "answers_run")
-    return get_object_or_404(model.objects.select_related(*related, "project", "dataset", "created_by"), pk=run_id)
+    related = ("endpoint", "prompt") if model is InferenceRun else ("endpoint", "answers_run", "config")
+    return get_object_or_404(
+        model.objects.select_related(*related, "project", "dataset", "snapshot", "created_by"), pk=run_id
+    )

@@ -19,6 +19,7 @@ leased elsewhere, or by the recovery task every worker sends itself at start-up.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -316,21 +317,30 @@ class WorkReport:
 class Worker:
     """One ``run_work`` pass: chunks in, finished rows out."""
 
-    def __init__(self, kind: RunKind, run: Run, context: Any, spec: EndpointSpec, options: EngineOptions) -> None:
+    def __init__(
+        self, kind: RunKind, run: Run, context: Any, spec: EndpointSpec | None, options: EngineOptions
+    ) -> None:
+        """``spec`` is None for a run without an endpoint (the offline metrics): its items are
+        scored in this thread, with no HTTP threads and no limiter."""
         self.kind, self.run, self.context, self.spec, self.options = kind, run, context, spec, options
-        endpoint: ModelEndpoint = run.endpoint
-        self.price_in = endpoint.price_input_per_million
-        self.price_out = endpoint.price_output_per_million
+        endpoint: ModelEndpoint | None = run.endpoint
+        self.price_in = endpoint.price_input_per_million if endpoint is not None else Decimal(0)
+        self.price_out = endpoint.price_output_per_million if endpoint is not None else Decimal(0)
         self.use_cache = bool(run.parameters.get("use_cache", True))
         self.token = uuid.uuid4().hex
-        # A dead worker's concurrency slots come back after this long; never longer than its
-        # chunk leases, so a resumed run is not left waiting for slots nobody holds.
-        slot_ttl = min(options.lease_seconds, LEASE_TTL_SECONDS)
-        self.limiter = EndpointLimiter(spec, backend=limiter_backend(), lease_ttl=slot_ttl)
-        self.pool_size = max(1, min(endpoint.max_concurrent, options.max_threads))
-        # As many items queued as there are threads: a thread that finishes finds work at once,
-        # also while this thread writes a batch.
-        self.target = 2 * self.pool_size
+        self.limiter: EndpointLimiter | None = None
+        self.pool_size = 0
+        # Items started at once. With threads: as many queued as there are threads, so a
+        # thread that finishes finds work at once, also while this thread writes a batch.
+        # Without: a write batch, as each is finished as soon as it starts.
+        self.target = options.flush_items
+        if spec is not None and endpoint is not None:
+            # A dead worker's concurrency slots come back after this long; never longer than
+            # its chunk leases, so a resumed run is not left waiting for slots nobody holds.
+            slot_ttl = min(options.lease_seconds, LEASE_TTL_SECONDS)
+            self.limiter = EndpointLimiter(spec, backend=limiter_backend(), lease_ttl=slot_ttl)
+            self.pool_size = max(1, min(endpoint.max_concurrent, options.max_threads))
+            self.target = 2 * self.pool_size
         self.deadline = time.monotonic() + options.task_seconds
         self.report = WorkReport()
         self.items: deque[tuple[Any, _ChunkState]] = deque()
@@ -346,41 +356,40 @@ class Worker:
 
     # sending (pool threads)
 
-    def send(self, call: Call) -> ChatResult:
+    def send(self, spec: EndpointSpec, call: Call) -> ChatResult:
         body = call.build() if call.build is not None else call.recorded
-        return chat(
-            self.spec, body, limiter=self.limiter, sleep=self.options.sleep, max_attempts=self.options.max_attempts
-        )
+        return chat(spec, body, limiter=self.limiter, sleep=self.options.sleep, max_attempts=self.options.max_attempts)
 
     # the main loop
 
     def process(self) -> WorkReport:
-        pool = CallPool(self.pool_size, self.send)
+        pool = CallPool(self.pool_size, functools.partial(self.send, self.spec)) if self.spec is not None else None
         try:
             self._loop(pool)
             self._flush()
-        except BaseException:
-            pool.close(wait=False)
+        finally:
+            if pool is not None:
+                pool.close(wait=False)
             self._release_unfinished()
-            raise
-        pool.close(wait=False)
-        self._release_unfinished()
         self.report.stopped = self.report.stopped or self.stopping
         return self.report
 
-    def _loop(self, pool: CallPool) -> None:
+    def _loop(self, pool: CallPool | None) -> None:
         while True:
             if not self.stopping:
                 self._refill(pool)
             if self.active == 0 and (self.stopping or (self.no_more_chunks and not self.items)):
                 return
-            for ticket, outcome in pool.completions(timeout=0.05):
-                self._complete(pool, ticket, outcome)
+            # Only items waiting on their calls are worth waiting for; items finished without a
+            # call (the offline metrics, cache hits) leave room to start more at once.
+            if pool is not None and self.active:
+                for ticket, outcome in pool.completions(timeout=0.05):
+                    self._complete(pool, ticket, outcome)
             self._housekeeping()
-            if self.stopping:
+            if self.stopping and pool is not None:
                 pool.stop_sending()
 
-    def _refill(self, pool: CallPool) -> None:
+    def _refill(self, pool: CallPool | None) -> None:
         started: list[_ItemState] = []
         while self.active + len(started) < self.target:
             entry = self._next_work()
@@ -399,7 +408,8 @@ class Worker:
                 self._dispatch(pool, state, calls, keys.get(id(calls), []), lookup)
 
     def _keys(self, calls: list[Call]) -> list[str]:
-        return [cache_key(base_url=self.spec.base_url, body=call.recorded, salt=call.salt) for call in calls]
+        base_url = self.spec.base_url if self.spec is not None else ""
+        return [cache_key(base_url=base_url, body=call.recorded, salt=call.salt) for call in calls]
 
     def _next_work(self) -> tuple[Any, _ChunkState] | None:
         while not self.items:
@@ -436,12 +446,22 @@ class Worker:
         return None
 
     def _dispatch(
-        self, pool: CallPool, state: _ItemState, calls: list[Call], keys: list[str], lookup: dict[str, ChatResult]
+        self,
+        pool: CallPool | None,
+        state: _ItemState,
+        calls: list[Call],
+        keys: list[str],
+        lookup: dict[str, ChatResult],
     ) -> None:
         """Start one step of an item: cached calls are answered at once, the rest are sent."""
         while True:
             if not calls:
                 self._finish(state, {"status": ERROR, "error": "the judge produced no request for this step"})
+                return
+            if pool is None:
+                self._finish(
+                    state, {"status": ERROR, "error": "this item needs a request, and the run has no endpoint"}
+                )
                 return
             state.calls, state.keys, state.errors = calls, keys, []
             state.results = [None] * len(calls)
@@ -463,7 +483,7 @@ class Worker:
             calls, keys = next_calls, self._keys(next_calls)
             lookup = cache_lookup(keys) if self.use_cache else {}
 
-    def _complete(self, pool: CallPool, ticket: int, outcome: ChatResult | BaseException) -> None:
+    def _complete(self, pool: CallPool | None, ticket: int, outcome: ChatResult | BaseException) -> None:
         state, index = self.in_flight.pop(ticket)
         state.waiting -= 1
         if isinstance(outcome, BaseException):
@@ -652,7 +672,7 @@ def run_work(kind: RunKind, run_id: int, *, options: EngineOptions | None = None
         return WorkReport(stopped="not active")
     options = options or EngineOptions.from_settings(run, **overrides)
     try:
-        spec = endpoint_spec(run.endpoint)
+        spec = endpoint_spec(run.endpoint) if run.endpoint is not None else None
         context = kind.prepare(run)
     except ApplicationError as error:
         run_fail(kind, run_id, error.message)

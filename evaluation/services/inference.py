@@ -4,6 +4,9 @@ text) and the candidate answer each reply becomes.
 Figures go as base64 data URLs, downscaled so their longest side is at most the run's
 ``image_longest_side``. The recorded request (stored and hashed for the cache) names each
 image by its figure and SHA-256 instead; the data URL is built in the sending thread.
+
+A run over a gold snapshot asks the question as the snapshot curated it, and treats the
+figures the curated item cites as its evidence.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from annotation.models import CandidateAnswer, Evidence, Figure
 from evaluation.models import InferenceChunk, InferenceResult, InferenceRun
 from evaluation.services.engine import Call, ItemSteps
 from evaluation.services.prompts import prompt_render
+from evaluation.services.sources import CuratedText, curated_texts
 
 InputMode = InferenceRun.InputMode
 IMAGE_MODES = (InputMode.FIGURES_CAPTIONS, InputMode.FIGURES)
@@ -276,12 +280,15 @@ class InferenceKind:
     def prepare(self, run: InferenceRun) -> InferenceContext:
         prompt = run.prompt
         settings = inference_settings(run.parameters, run.input_mode)
-        if run.input_mode in IMAGE_MODES and not run.endpoint.supports_images:
-            raise ApplicationError(f"Endpoint {run.endpoint.name} is not marked as accepting images.")
+        endpoint = run.endpoint
+        if endpoint is None:  # ruled out by the inference_run_has_endpoint constraint
+            raise ApplicationError("An inference run needs an endpoint.")
+        if run.input_mode in IMAGE_MODES and not endpoint.supports_images:
+            raise ApplicationError(f"Endpoint {endpoint.name} is not marked as accepting images.")
         return InferenceContext(
             run_id=run.pk,
             system_name=run.system_name,
-            model=run.endpoint.model,
+            model=endpoint.model,
             template_text=prompt.text,
             system_message=prompt.system_message,
             prompt_version=prompt.version,
@@ -301,11 +308,14 @@ class InferenceKind:
         )
         needs_figures = context.settings.mode in (*IMAGE_MODES, *CAPTION_MODES)
         paper_figures, evidence = _figures_of(rows) if needs_figures else ({}, {})
+        curated = curated_texts(run.snapshot_id, [row.item_id for row in rows]) if run.snapshot_id is not None else {}
+        if curated and needs_figures:
+            _cite_curated_evidence(rows, curated, paper_figures, evidence)
         return [
             InferenceWork(
                 pk=row.pk,
                 item_id=row.item_id,
-                question=row.item.question,
+                question=_curated_question(curated.get(row.item_id), row.item.question),
                 passage=_passage(row),
                 figures=_figures_for(
                     row.item_id,
@@ -374,6 +384,26 @@ def _candidate_extra(run: InferenceRun, work: InferenceWork, row: dict[str, Any]
         "cost": str(row["cost"]),
         "cache_hit": row["cache_hit"],
     }
+
+
+def _curated_question(text: CuratedText | None, question: str) -> str:
+    return text.question if text is not None and text.question is not None else question
+
+
+def _cite_curated_evidence(
+    rows: list[InferenceResult],
+    curated: dict[int, CuratedText],
+    paper_figures: dict[int, list[FigureInput]],
+    evidence: dict[int, list[int]],
+) -> None:
+    """Each item's evidence as the snapshot curated it: the paper's figures of those file
+    names, in the curated order (names no figure has any more are left out)."""
+    for row in rows:
+        text = curated.get(row.item_id)
+        if text is None or text.evidence is None:
+            continue
+        by_name = {figure.file_name: figure.figure_id for figure in paper_figures.get(row.item.paper_id or 0, [])}
+        evidence[row.item_id] = [by_name[name] for name in text.evidence if name in by_name]
 
 
 def _passage(row: InferenceResult) -> str:

@@ -1,7 +1,14 @@
 """Judge runs in the engine: each answer goes through the judge's rounds
 (`evaluation.judges.requests_for` / `score_for`), and its row keeps everything needed to
 recompute the score offline: the request bodies, prompt version and SHA-256, profile, the
-raw responses with their top_logprobs, returned model and system_fingerprint."""
+raw responses with their top_logprobs, returned model and system_fingerprint.
+
+The offline metrics (exact match, relaxed accuracy, ROUGE-L) ask for no request, so their
+runs have no endpoint and the engine scores them in its own thread. A run over a gold
+snapshot shows the judge the snapshot's curated question and gold answer. A run that names
+a `JudgeConfig` applies it: a threshold marks each score correct or not, a learned QAEval
+fallback replaces the fallback of the settings.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +23,9 @@ from evaluation import judges
 from evaluation.client import ChatResult
 from evaluation.judges import JudgeOutcome
 from evaluation.judges.base import ChatRequest
-from evaluation.models import JudgeChunk, JudgeResult, JudgeRun, ModelEndpoint
+from evaluation.models import JudgeChunk, JudgeConfig, JudgeResult, JudgeRun, ModelEndpoint
 from evaluation.services.engine import Call, ItemSteps
+from evaluation.services.sources import curated_texts
 
 CUSTOM_JUDGE = judges.CUSTOM
 # Rounds per item at most: M3SciQA asks again once after an unreadable reply, SciDQA asks its
@@ -25,6 +33,7 @@ CUSTOM_JUDGE = judges.CUSTOM
 MAX_ROUNDS = 4
 Status = JudgeResult.Status
 OUTCOME_STATUSES = {"scored": Status.SCORED, "unparseable": Status.UNPARSEABLE, "error": Status.ERROR}
+LEARNED_JUDGE = "qaeval"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +49,44 @@ class JudgeWork:
 class JudgeContext:
     judge: str
     config: dict[str, Any]
+    # Scores at or above it are marked correct (a threshold JudgeConfig).
+    threshold: float | None = None
 
 
-def judge_config(config: dict[str, Any], endpoint: ModelEndpoint) -> dict[str, Any]:
-    """The judge's settings as sent: the endpoint's model replaces any model named there."""
-    return {**config, "model": endpoint.model}
+def config_as_sent(config: dict[str, Any], endpoint: ModelEndpoint | None) -> dict[str, Any]:
+    """The judge's settings as sent: the endpoint's model replaces any model named there.
+    A run without an endpoint sends nothing, so its settings stay as they are."""
+    return {**config, "model": endpoint.model} if endpoint is not None else dict(config)
+
+
+def judge_endpoint_check(judge: str, endpoint: ModelEndpoint | None) -> None:
+    """A judge that asks a model needs an endpoint; an offline metric must not name one (it
+    would never be called, and the run would look as if it had been)."""
+    if judges.needs_endpoint(judge) and endpoint is None:
+        message = f"The {judge} judge asks a model: choose an endpoint."
+        raise ApplicationError(message, errors={"endpoint": [message]})
+    if not judges.needs_endpoint(judge) and endpoint is not None:
+        message = f"{judge} is computed from the answers alone and calls no model: leave the endpoint empty."
+        raise ApplicationError(message, errors={"endpoint": [message]})
+
+
+def named_config_apply(
+    *, judge: str, config: dict[str, Any], named: JudgeConfig
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The judge's settings with a named configuration applied, and what the run keeps of
+    it (its threshold as it was when the run started). A learned configuration's fallback
+    replaces any fallback the settings name."""
+    if named.judge != judge:
+        message = f"Configuration {named.name!r} is for the {named.judge} judge, not {judge}."
+        raise ApplicationError(message, errors={"judge_config": [message]})
+    record: dict[str, Any] = {"id": named.pk, "name": named.name, "kind": named.kind}
+    if named.kind == JudgeConfig.Kind.THRESHOLD:
+        return config, {**record, "threshold": named.threshold}
+    if judge != LEARNED_JUDGE:
+        message = f"Configuration {named.name!r} is a learned fallback, which only the {LEARNED_JUDGE} judge has."
+        raise ApplicationError(message, errors={"judge_config": [message]})
+    settings = {**config, "fallback": "learned", "learned_fallback": named.learned_id}
+    return settings, {**record, "learned_fallback": named.learned_id}
 
 
 def judge_config_check(judge: str, config: dict[str, Any]) -> None:
@@ -74,20 +116,28 @@ class JudgeKind:
         return JudgeChunk.objects.filter(run_id=run_id)
 
     def prepare(self, run: JudgeRun) -> JudgeContext:
-        config = judge_config(dict(run.parameters.get("config") or {}), run.endpoint)
+        judge_endpoint_check(run.judge, run.endpoint)
+        config = config_as_sent(dict(run.parameters.get("config") or {}), run.endpoint)
         judge_config_check(run.judge, config)
-        return JudgeContext(judge=run.judge, config=config)
+        named = run.parameters.get("judge_config") or {}
+        threshold = named.get("threshold") if named.get("kind") == JudgeConfig.Kind.THRESHOLD else None
+        return JudgeContext(judge=run.judge, config=config, threshold=threshold)
 
     def load(self, run: JudgeRun, context: JudgeContext, start: int, stop: int) -> list[JudgeWork]:
-        rows = (
+        rows = list(
             JudgeResult.objects.filter(run=run, position__gte=start, position__lt=stop, status=Status.PENDING)
             .order_by("position")
             .values_list("pk", "item_id", "item__question", "item__answer", "candidate__text")
         )
-        return [
-            JudgeWork(pk=pk, item_id=item_id, question=question, gold=gold, candidate=candidate)
-            for pk, item_id, question, gold, candidate in rows
-        ]
+        curated = curated_texts(run.snapshot_id, [row[1] for row in rows]) if run.snapshot_id is not None else {}
+        works = []
+        for pk, item_id, question, gold, candidate in rows:
+            text = curated.get(item_id)
+            if text is not None:
+                question = text.question if text.question is not None else question
+                gold = text.answer if text.answer is not None else gold
+            works.append(JudgeWork(pk=pk, item_id=item_id, question=question, gold=gold, candidate=candidate))
+        return works
 
     def steps(self, run: JudgeRun, context: JudgeContext, work: JudgeWork) -> ItemSteps:
         """The judge's rounds (evaluation.judges.protocol): send what requests_for asks
@@ -104,7 +154,10 @@ class JudgeKind:
             outcome = judges.score_for(context.judge, results, context.config, **item)
             if not outcome.needs_retry or not requests:
                 break
-        return _row(outcome, sent, results, rounds=round_number + 1)
+        row = _row(outcome, sent, results, rounds=round_number + 1)
+        if context.threshold is not None and row["score"] is not None:
+            row["detail"]["correct"] = row["score"] >= context.threshold
+        return row
 
     def after_write(self, run: JudgeRun, written: list[tuple[Any, dict[str, Any]]]) -> None:
         """Nothing beyond the row: a judge's score lives on its result."""

@@ -4,7 +4,7 @@ chunks), pausing, resuming and cancelling, progress, and handing them to Celery.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -17,12 +17,13 @@ from django.utils import timezone
 from accounts.models import User
 from annotation.errors import ApplicationError
 from annotation.models import CandidateAnswer, Dataset, Project, ProjectItem, QAItem
-from evaluation.judges import JUDGES
+from evaluation.judges import JUDGES, judge_names
 from evaluation.models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
     InferenceResult,
     InferenceRun,
+    JudgeConfig,
     JudgeResult,
     JudgeRun,
     ModelEndpoint,
@@ -33,9 +34,16 @@ from evaluation.models import (
 from evaluation.services import engine
 from evaluation.services.endpoints import endpoint_logprobs_refusal
 from evaluation.services.inference import IMAGE_MODES, InferenceKind
-from evaluation.services.judging import CUSTOM_JUDGE, JudgeKind, judge_config, judge_config_check
+from evaluation.services.judging import (
+    JudgeKind,
+    config_as_sent,
+    judge_config_check,
+    judge_endpoint_check,
+    named_config_apply,
+)
 from evaluation.services.learned import learned_fallback_config
-from reviews.models import GoldSnapshot, SnapshotItem, SnapshotStatus
+from evaluation.services.sources import snapshot_item_ids_with_gold, snapshot_items
+from reviews.models import GoldSnapshot
 
 KINDS: dict[str, engine.RunKind] = {"inference": InferenceKind(), "judge": JudgeKind()}
 MAX_CHUNK_SIZE = 5_000
@@ -141,21 +149,43 @@ def _write_items(run: Run, result_model: type[Model], rows: Iterable[dict[str, A
     return total
 
 
-def _scope_items(*, project: Project | None, dataset: Dataset | None, split: str) -> QuerySet[QAItem]:
+@dataclass(frozen=True)
+class _Scope:
+    """The items a run covers: a project's, a dataset split's, or a gold snapshot's kept ones
+    (then the snapshot's project is the run's, and its curated text is what the run sends)."""
+
+    items: QuerySet[QAItem]
+    project: Project | None
+    dataset: Dataset | None
+    split: str
+    snapshot: GoldSnapshot | None
+
+    def run_fields(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "dataset": self.dataset if self.project is None else self.project.dataset,
+            "split": self.split if self.project is None else "",
+            "snapshot": self.snapshot,
+        }
+
+    def record(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        """The run's parameters, naming the snapshot for the record (the run also points at it)."""
+        if self.snapshot is None:
+            return parameters
+        return {**parameters, "gold_snapshot": {"id": self.snapshot.pk, "version": self.snapshot.version}}
+
+
+def _scope(*, project: Project | None, dataset: Dataset | None, split: str, snapshot: GoldSnapshot | None) -> _Scope:
+    if snapshot is not None:
+        return _Scope(snapshot_items(snapshot), snapshot.project, None, "", snapshot)
     if project is not None:
-        return QAItem.objects.filter(pk__in=ProjectItem.objects.filter(project=project).values("item_id"))
+        items = QAItem.objects.filter(pk__in=ProjectItem.objects.filter(project=project).values("item_id"))
+        return _Scope(items, project, None, "", None)
     if dataset is not None:
         items = QAItem.objects.filter(dataset=dataset)
-        return items.filter(split=split) if split else items
-    raise ApplicationError("Choose a project or a dataset.", errors={"project": ["Choose a project or a dataset."]})
-
-
-def _snapshot_items(snapshot: GoldSnapshot) -> QuerySet[QAItem]:
-    if snapshot.status != SnapshotStatus.DONE:
-        message = f"Gold snapshot v{snapshot.version} is {snapshot.status}; only a finished snapshot can be used."
-        raise ApplicationError(message, errors={"snapshot": [message]})
-    kept = SnapshotItem.objects.filter(snapshot=snapshot, kept=True, qa_item__isnull=False)
-    return QAItem.objects.filter(pk__in=kept.values("qa_item_id"))
+        return _Scope(items.filter(split=split) if split else items, None, dataset, split, None)
+    message = "Choose a project, a dataset or a gold snapshot."
+    raise ApplicationError(message, errors={"project": [message]})
 
 
 def _ordered(items: QuerySet[QAItem]) -> QuerySet[QAItem]:
@@ -179,9 +209,9 @@ def inference_run_create(
     queue: bool = True,
 ) -> InferenceRun:
     """Queue a model over a set of items: a project's, a dataset split's, or the items a
-    finished gold snapshot kept (the corpus items it was taken from). ``queue=False`` leaves
-    processing to the caller. Refuses a system name that already has answers on any of the
-    items: a system answers each item once."""
+    finished gold snapshot kept (asked with the question as the snapshot curated it).
+    ``queue=False`` leaves processing to the caller. Refuses a system name that already has
+    answers on any of the items: a system answers each item once."""
     system_name = system_name.strip()
     if not system_name:
         raise ApplicationError("A system name is required.", errors={"system_name": ["A system name is required."]})
@@ -191,14 +221,8 @@ def inference_run_create(
         message = f"Endpoint {endpoint.name} is not marked as accepting images; pick a text mode or another endpoint."
         raise ApplicationError(message, errors={"input_mode": [message]})
     _check_chunk_size(chunk_size)
-    parameters = dict(parameters or {})
-    if snapshot is not None:
-        items = _snapshot_items(snapshot)
-        project, dataset, split = snapshot.project, None, ""
-        parameters["gold_snapshot"] = {"id": snapshot.pk, "version": snapshot.version}
-    else:
-        items = _scope_items(project=project, dataset=dataset, split=split)
-    taken = CandidateAnswer.objects.filter(system_name=system_name, item__in=items).count()
+    scope = _scope(project=project, dataset=dataset, split=split, snapshot=snapshot)
+    taken = CandidateAnswer.objects.filter(system_name=system_name, item__in=scope.items).count()
     if taken:
         message = f"{taken} of these items already have an answer from {system_name!r}; pick another system name."
         raise ApplicationError(message, errors={"system_name": [message]})
@@ -207,15 +231,13 @@ def inference_run_create(
         prompt=prompt,
         system_name=system_name,
         input_mode=input_mode,
-        project=project,
-        dataset=dataset if project is None else project.dataset,
-        split=split if project is None else "",
-        parameters=parameters,
+        **scope.run_fields(),
+        parameters=scope.record(dict(parameters or {})),
         chunk_size=chunk_size,
         created_by=created_by,
     )
     total = _write_items(
-        run, InferenceResult, ({"item_id": pk} for pk in _ordered(items).values_list("pk", flat=True).iterator())
+        run, InferenceResult, ({"item_id": pk} for pk in _ordered(scope.items).values_list("pk", flat=True).iterator())
     )
     if not total:
         raise ApplicationError("The selection holds no items.", errors={"split": ["The selection holds no items."]})
@@ -239,13 +261,15 @@ def _answers(
 def judge_run_create(
     *,
     judge: str,
-    endpoint: ModelEndpoint,
+    endpoint: ModelEndpoint | None = None,
     answers_system: str = "",
     answers_run: InferenceRun | None = None,
     project: Project | None = None,
     dataset: Dataset | None = None,
     split: str = "",
+    snapshot: GoldSnapshot | None = None,
     config: dict[str, Any] | None = None,
+    judge_config: JudgeConfig | None = None,
     use_cache: bool = True,
     chunk_size: int = 200,
     created_by: User | None = None,
@@ -253,34 +277,27 @@ def judge_run_create(
     threads_per_worker: int | None = None,
     queue: bool = True,
 ) -> JudgeRun:
-    """Queue a judge over one system's answers (by name, or an inference run's). Answers to
-    items without a gold answer cannot be judged and are left out (their count is kept).
+    """Queue a judge over one system's answers (by name, or an inference run's) on a
+    project's items, a dataset split's, or the ones a gold snapshot kept (graded against its
+    curated gold). The offline metrics take no endpoint; every other judge needs one.
+    ``judge_config`` names a calibrated configuration of the same judge. Answers to items
+    without a gold answer cannot be judged and are left out (their count is kept).
     ``queue=False`` leaves processing to the caller."""
-    if judge not in JUDGES and judge != CUSTOM_JUDGE:
-        message = f"Unknown judge {judge!r}; known: {', '.join([*sorted(JUDGES), CUSTOM_JUDGE])}."
-        raise ApplicationError(message, errors={"judge": [message]})
-    if judge in JUDGES and JUDGES[judge].needs_logprobs:
-        refusal = endpoint_logprobs_refusal(endpoint)
-        if refusal:
-            raise ApplicationError(refusal, errors={"endpoint": [refusal]})
-    config = learned_fallback_config({key: value for key, value in (config or {}).items() if key != "model"})
-    judge_config_check(judge, judge_config(config, endpoint))
+    settings, named = _judge_settings(judge, endpoint, config or {}, judge_config)
     _check_chunk_size(chunk_size)
     if answers_run is not None:
         answers_system = answers_run.system_name
-        if project is None and dataset is None:
+        if project is None and dataset is None and snapshot is None:
             project, dataset, split = answers_run.project, answers_run.dataset, answers_run.split
-    if not answers_system.strip():
+            snapshot = answers_run.snapshot
+    answers_system = answers_system.strip()
+    if not answers_system:
         message = "Choose the answers to judge: a system name or an inference run."
         raise ApplicationError(message, errors={"answers_system": [message]})
-    items = _scope_items(project=project, dataset=dataset, split=split)
-    answers = _answers(items=items, answers_system=answers_system.strip(), answers_run=answers_run)
-    gradable = answers.filter(item__has_reference_answer=True).exclude(item__answer="")
-    parameters: dict[str, Any] = {
-        "config": config,
-        "use_cache": use_cache,
-        "without_gold": answers.count() - gradable.count(),
-    }
+    scope = _scope(project=project, dataset=dataset, split=split, snapshot=snapshot)
+    parameters: dict[str, Any] = {"config": settings, "use_cache": use_cache}
+    if named:
+        parameters["judge_config"] = named
     if lease_seconds is not None:
         parameters["lease_seconds"] = lease_seconds
     if threads_per_worker is not None:
@@ -288,24 +305,61 @@ def judge_run_create(
     run = JudgeRun.objects.create(
         judge=judge,
         endpoint=endpoint,
-        answers_system=answers_system.strip(),
+        answers_system=answers_system,
         answers_run=answers_run,
-        project=project,
-        dataset=dataset if project is None else project.dataset,
-        split=split if project is None else "",
-        parameters=parameters,
+        config=judge_config,
+        **scope.run_fields(),
+        parameters=scope.record(parameters),
         chunk_size=chunk_size,
         created_by=created_by,
     )
-    rows = (
-        {"candidate_id": pk, "item_id": item_id} for pk, item_id in gradable.values_list("pk", "item_id").iterator()
-    )
-    if not _write_items(run, JudgeResult, rows):
+    answers = _answers(items=scope.items, answers_system=answers_system, answers_run=answers_run)
+    total = _write_items(run, JudgeResult, _gradable(scope, answers))
+    if not total:
         message = f"No answers from {answers_system!r} with a gold answer in this selection."
         raise ApplicationError(message, errors={"answers_system": [message]})
+    run.parameters["without_gold"] = answers.count() - total
+    run.save(update_fields=["parameters"])
     if queue:
         _enqueue_on_commit(kind_of(run), run.pk, count=_tasks_per_run())
     return run
+
+
+def _judge_settings(
+    judge: str, endpoint: ModelEndpoint | None, config: dict[str, Any], named: JudgeConfig | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The judge's settings as the run keeps them (a named configuration applied, a learned
+    fallback's model put in), and what it keeps of the named configuration; refuses an
+    unknown judge, a missing or needless endpoint, and settings the judge cannot use."""
+    if judge not in judge_names():
+        message = f"Unknown judge {judge!r}; known: {', '.join(judge_names())}."
+        raise ApplicationError(message, errors={"judge": [message]})
+    judge_endpoint_check(judge, endpoint)
+    if endpoint is not None and judge in JUDGES and JUDGES[judge].needs_logprobs:
+        refusal = endpoint_logprobs_refusal(endpoint)
+        if refusal:
+            raise ApplicationError(refusal, errors={"endpoint": [refusal]})
+    settings = {key: value for key, value in config.items() if key != "model"}
+    record: dict[str, Any] = {}
+    if named is not None:
+        settings, record = named_config_apply(judge=judge, config=settings, named=named)
+    settings = learned_fallback_config(settings)
+    judge_config_check(judge, config_as_sent(settings, endpoint))
+    return settings, record
+
+
+def _gradable(scope: _Scope, answers: QuerySet[CandidateAnswer]) -> Iterator[dict[str, Any]]:
+    """The result rows of the answers a judge can grade: their item has a gold answer (over
+    a snapshot, a curated one)."""
+    if scope.snapshot is None:
+        gradable = answers.filter(item__has_reference_answer=True).exclude(item__answer="")
+        for pk, item_id in gradable.values_list("pk", "item_id").iterator():
+            yield {"candidate_id": pk, "item_id": item_id}
+        return
+    with_gold = snapshot_item_ids_with_gold(scope.snapshot)
+    for pk, item_id in answers.values_list("pk", "item_id").iterator():
+        if item_id in with_gold:
+            yield {"candidate_id": pk, "item_id": item_id}
 
 
 # --- Pause, resume, cancel ------------------------------------------------------------------------

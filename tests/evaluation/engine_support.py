@@ -5,6 +5,7 @@ run in this process (the same code a Celery task runs) with a recorded, instant 
 from __future__ import annotations
 
 import io
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -29,6 +30,7 @@ from evaluation.models import ModelEndpoint, Run
 from evaluation.services import engine
 from evaluation.services.endpoints import EndpointSettings, KeyChange, endpoint_create
 from evaluation.services.runs import KINDS, kind_of, run_settle
+from reviews.models import GoldSnapshot, SnapshotItem, SnapshotStatus
 from tests.annotation.workbench_support import qascore_project
 from tests.factories import DatasetFactory, FigureFactory, PaperFactory, QAItemFactory
 from tests.openai_server import OpenAIServer
@@ -132,3 +134,26 @@ def labelled_qascore_project(*, lead: User, items: int = 24) -> Project:
             payload={"extracted_answer": extracted, "no_answer": False, "score": score, "note": ""},
         )
     return project
+
+
+def gold_snapshot(
+    project: Project, items: Sequence[QAItem], *, version: int = 1, dropped: Container[int] = ()
+) -> GoldSnapshot:
+    """A finished gold snapshot of ``project``, its rows written directly: each item kept
+    with its text as curated, except the positions in ``dropped`` (tests/evaluation/
+    test_engine_snapshot.py makes one through adjudication and capture instead)."""
+    snapshot = GoldSnapshot.objects.create(project=project, version=version, status=SnapshotStatus.DONE)
+    for position, item in enumerate(items):
+        kept = position not in dropped
+        SnapshotItem.objects.create(
+            snapshot=snapshot,
+            position=position,
+            project=project,
+            qa_item=item,
+            split=item.split,
+            kept=kept,
+            source={},
+            gold={},
+            curated={"question": item.question, "answer": item.answer, "evidence": []} if kept else None,
+        )
+    return snapshot

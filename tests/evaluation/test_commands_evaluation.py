@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.test import TestCase
 
 from annotation.models import CandidateAnswer
-from evaluation.models import InferenceRun, JudgeResult, JudgeRun, ModelEndpoint, RunStatus
+from evaluation.models import InferenceRun, JudgeConfig, JudgeResult, JudgeRun, ModelEndpoint, RunStatus
 from evaluation.services.prompts import SPIQA_DIRECT_QA
 from tests.evaluation.engine_support import SYSTEM, YES, answers, corpus, endpoint_for, process
 from tests.openai_server import OpenAIServer
@@ -225,6 +225,50 @@ class RunJudgeTests(CommandTestCase):
 
         self.assertEqual(json.loads(stdout.getvalue())["status"], RunStatus.FAILED)
 
+    def test_an_offline_metric_runs_without_an_endpoint_and_costs_nothing(self) -> None:
+        CandidateAnswer.objects.filter(text="Answer 2").update(text="Gold 2")
+
+        stdout, stderr = run_command(
+            "run_judge", "--judge", "exact_match", "--answers", SYSTEM, "--dataset", "command-corpus", "--inline"
+        )
+
+        totals = json.loads(stdout)
+        self.assertEqual((totals["status"], totals["done"], totals["prompt_tokens"]), ("done", 5, 0))
+        self.assertEqual(Decimal(totals["cost"]), 0)
+        self.assertIn("5 done, 0 failed of 5 (100%)", stderr)
+        run = JudgeRun.objects.get()
+        self.assertIsNone(run.endpoint)
+        self.assertEqual(sorted(JudgeResult.objects.filter(run=run).values_list("score", flat=True)), [0.0] * 4 + [1.0])
+        self.assertEqual(self.server.requests, [])
+
+    def test_the_endpoint_rules_of_offline_and_model_judges_are_explained(self) -> None:
+        scope = ["--answers", SYSTEM, "--dataset", "command-corpus"]
+        with self.assertRaisesMessage(CommandError, "rouge_l is computed from the answers alone"):
+            run_command("run_judge", "--judge", "rouge_l", "--endpoint", self.endpoint.name, *scope)
+        with self.assertRaisesMessage(CommandError, "The l3score judge asks a model: choose an endpoint."):
+            run_command("run_judge", "--judge", "l3score", *scope)
+        self.assertFalse(JudgeRun.objects.exists())
+
+    def test_config_names_a_saved_judge_configuration(self) -> None:
+        config = JudgeConfig.objects.create(
+            name="l3-half", judge="l3score", kind="threshold", threshold=0.5, project=self._project()
+        )
+        scope = ["--answers", SYSTEM, "--dataset", "command-corpus", "--inline"]
+
+        run_command("run_judge", "--judge", "l3score", "--endpoint", self.endpoint.name, "--config", "l3-half", *scope)
+
+        run = JudgeRun.objects.get()
+        self.assertEqual(run.config, config)
+        self.assertEqual(set(JudgeResult.objects.filter(run=run).values_list("detail__correct", flat=True)), {True})
+        with self.assertRaisesMessage(CommandError, "no judge configuration named 'l3-quarter'"):
+            run_command("run_judge", "--judge", "l3score", "--config", "l3-quarter", *scope)
+        with self.assertRaisesMessage(CommandError, "give the judge's settings with --judge-settings"):
+            run_command("run_judge", "--judge", "l3score", "--config", '{"profile": "one-token"}', *scope)
+
+    def test_snapshot_names_a_gold_snapshot_by_id(self) -> None:
+        with self.assertRaisesMessage(CommandError, "no gold snapshot 404"):
+            run_command("run_judge", "--judge", "exact_match", "--answers", SYSTEM, "--snapshot", "404")
+
     def test_unknown_names_and_bad_configuration_are_refused(self) -> None:
         cases: list[tuple[list[str], str]] = [
             (
@@ -244,7 +288,7 @@ class RunJudgeTests(CommandTestCase):
                     SYSTEM,
                     "--dataset",
                     "command-corpus",
-                    "--config",
+                    "--judge-settings",
                     "[1]",
                 ],
                 "JSON object",

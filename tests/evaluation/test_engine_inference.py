@@ -16,8 +16,8 @@ from annotation.services.projects import ProjectSettings, Selection, project_cre
 from evaluation.models import InferenceResult, InferenceRun, RunStatus
 from evaluation.services.prompts import SPIQA_DIRECT_QA, prompt_template_create, prompt_template_latest
 from evaluation.services.runs import inference_run_create
-from reviews.models import GoldSnapshot, SnapshotItem, SnapshotStatus
-from tests.evaluation.engine_support import corpus, endpoint_for, process
+from reviews.models import GoldSnapshot, SnapshotStatus
+from tests.evaluation.engine_support import corpus, endpoint_for, gold_snapshot, process
 from tests.factories import UserFactory
 from tests.openai_server import OpenAIServer, prompt_text
 
@@ -169,19 +169,8 @@ class InferenceRunTests(TestCase):
             selection=Selection(),
             settings=ProjectSettings(),
         )
-        snapshot = GoldSnapshot.objects.create(project=project, version=3, status=SnapshotStatus.DONE)
         items = list(QAItem.objects.filter(dataset=self.dataset).order_by("position"))
-        for position, (item, kept) in enumerate(zip(items[:3], (True, False, True), strict=True)):
-            SnapshotItem.objects.create(
-                snapshot=snapshot,
-                position=position,
-                project=project,
-                qa_item=item,
-                split="test",
-                kept=kept,
-                source={},
-                gold={},
-            )
+        snapshot = gold_snapshot(project, items[:3], version=3, dropped={1})
 
         run = self.start(snapshot=snapshot, dataset=None, split="")
         process(run)

@@ -109,6 +109,23 @@ class JudgeWorkerTests(WorkerTestCase):
         self.assertEqual(results.filter(score__lt=0.5).values_list("candidate__text", flat=True).get(), "Answer 1")
 
 
+class OfflineWorkerTests(WorkerTestCase):
+    def test_a_worker_scores_an_offline_metric_run_with_no_endpoint_and_sends_nothing(self) -> None:
+        dataset = corpus(items=25)
+        answers(dataset)
+        CandidateAnswer.objects.filter(text="Answer 3").update(text="Gold 3")
+        self.start_worker()
+
+        run = judge_run_create(judge="exact_match", answers_system=SYSTEM, dataset=dataset, chunk_size=4)
+        self.wait_until(run, lambda run: run.status == RunStatus.DONE, "done")
+
+        results = JudgeResult.objects.filter(run=run)
+        self.assertEqual((run.items_done, run.items_failed, run.cost), (25, 0, Decimal(0)))
+        self.assertEqual(results.filter(status=JudgeResult.Status.SCORED).count(), 25)
+        self.assertEqual(results.get(score=1.0).candidate.text, "Gold 3")
+        self.assertEqual(self.server.requests, [])
+
+
 class InferenceWorkerTests(WorkerTestCase):
     def test_an_inference_run_resumes_on_another_worker_after_a_kill_with_one_candidate_per_item(self) -> None:
         dataset = corpus(items=30)

@@ -16,11 +16,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from evaluation.client import EndpointSpec, chat
 from evaluation.limits import (
+    RELEASE_WAIT_SECONDS,
     EndpointLimiter,
     LimiterBackend,
     Limits,
@@ -84,6 +86,13 @@ class Store:
         arguments = [self.kind, self.location, self.key, base_url, mode, threads, each, max_concurrent, ttl]
         command = [sys.executable, "-c", CHILD, *map(str, arguments)]
         return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+
+    def holder(self, ttl: float) -> subprocess.Popen[str]:
+        """A child process that holds the one slot (renewing its lease) until it is killed."""
+        child = self.child("http://127.0.0.1:9/v1", "hold", max_concurrent=1, ttl=ttl)
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "held"
+        return child
 
 
 def redis_url() -> str:
@@ -267,9 +276,7 @@ def test_an_expired_lease_is_not_revived_by_a_late_renewal(kind, tmp_path):
 def test_a_slot_held_by_a_killed_process_comes_back_after_its_ttl(kind, tmp_path):
     ttl = 1.5
     with open_store(kind, tmp_path) as store:
-        child = store.child("http://127.0.0.1:9/v1", "hold", max_concurrent=1, ttl=ttl)
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "held"
+        child = store.holder(ttl)
         limits = Limits(max_concurrent=1)
         # Renewed by the live child, the slot stays taken past its TTL.
         deadline = time.monotonic() + 2 * ttl
@@ -288,6 +295,79 @@ def test_a_slot_held_by_a_killed_process_comes_back_after_its_ttl(kind, tmp_path
             time.sleep(0.02)
         assert recovered is not None, "the dead process's slot never came back"
         assert recovered <= ttl + 0.5
+
+
+class Waiter:
+    """A thread that waits for a slot of ``limiter`` and says when it got one."""
+
+    def __init__(self, limiter: EndpointLimiter) -> None:
+        self.acquired = threading.Event()
+        self.acquired_at = 0.0
+        self.thread = threading.Thread(target=self._wait, args=(limiter,), daemon=True)
+        self.thread.start()
+
+    def _wait(self, limiter: EndpointLimiter) -> None:
+        with limiter.slot():
+            self.acquired_at = time.monotonic()
+            self.acquired.set()
+
+
+def wait_for_calls(counted: mock.Mock, at_least: int, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while counted.call_count < at_least:
+        assert time.monotonic() < deadline, f"only {counted.call_count} calls within {seconds} s"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_waiter_takes_a_released_slot_as_soon_as_it_is_released(kind, tmp_path):
+    with open_store(kind, tmp_path) as store:
+        limiter = EndpointLimiter(store.spec(max_concurrent=1), store.backend)
+        with mock.patch.object(store.backend, "try_acquire", wraps=store.backend.try_acquire) as asked:
+            with limiter.slot():
+                waiter = Waiter(limiter)
+                wait_for_calls(asked, 2)  # the holder's grant, then the waiter's refusal
+                assert not waiter.acquired.wait(0.3), "the waiter got a slot that was held"
+            released_at = time.monotonic()
+            assert waiter.acquired.wait(5)
+        waiter.thread.join(5)
+        assert waiter.acquired_at - released_at < 0.1
+
+
+@pytest.mark.redis
+def test_with_redis_a_refused_waiter_blocks_instead_of_asking_again_and_again(tmp_path):
+    hold_seconds = 1.5
+    with open_store("redis", tmp_path) as store:
+        limiter = EndpointLimiter(store.spec(max_concurrent=1), store.backend)
+        for _ in range(20):  # releases nobody waited for: their notices must not wake the waiter
+            with limiter.slot():
+                pass
+        with mock.patch.object(store.backend, "try_acquire", wraps=store.backend.try_acquire) as asked:
+            with limiter.slot():
+                waiter = Waiter(limiter)
+                wait_for_calls(asked, 2)
+                assert not waiter.acquired.wait(hold_seconds)
+            assert waiter.acquired.wait(5)
+        waiter.thread.join(5)
+        # One try per bounded wait while the slot was held, and one after the release; a
+        # thread polling every 20 ms would have asked about 75 times.
+        assert asked.call_count <= 1 + hold_seconds / RELEASE_WAIT_SECONDS + 3
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_blocked_waiter_gets_the_slot_of_a_killed_holder_within_one_ttl(kind, tmp_path):
+    ttl = 1.5
+    with open_store(kind, tmp_path) as store:
+        child = store.holder(ttl)
+        limiter = EndpointLimiter(store.spec(max_concurrent=1), store.backend)
+        waiter = Waiter(limiter)
+        assert not waiter.acquired.wait(ttl), "the waiter got a slot the live child renews"
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+        killed = time.monotonic()
+        assert waiter.acquired.wait(3 * ttl), "the dead process's slot never reached the waiter"
+        waiter.thread.join(5)
+        assert waiter.acquired_at - killed <= ttl + RELEASE_WAIT_SECONDS + 0.3
 
 
 def test_a_limiter_refuses_a_concurrency_below_one(tmp_path):

@@ -10,9 +10,10 @@ from typing import Any
 from django.test import override_settings
 from django.urls import reverse
 
-from annotation.models import CandidateAnswer
+from annotation.models import CandidateAnswer, QAItem
 from evaluation.models import (
     InferenceRun,
+    JudgeConfig,
     JudgeResult,
     JudgeRun,
     LearnedFallback,
@@ -29,9 +30,11 @@ from tests.evaluation.engine_support import (
     answers,
     corpus,
     endpoint_for,
+    gold_snapshot,
     labelled_qascore_project,
     process,
 )
+from tests.factories import ProjectFactory
 from tests.openai_server import OpenAIServer
 from tests.web_support import count_queries
 
@@ -309,6 +312,89 @@ class RunCreatePageTests(EvaluationPagesTestCase):
         self.client.force_login(self.lead)
         self.assertEqual(self.client.post(reverse("learned_fallback_train"), {"project": project.pk}).status_code, 404)
 
+    def test_an_offline_metric_is_queued_without_an_endpoint_and_refuses_one(self) -> None:
+        dataset = corpus(items=3)
+        answers(dataset)
+        form = {
+            "judge": "rouge_l",
+            "answers_system": SYSTEM,
+            "dataset": dataset.pk,
+            "config": "{}",
+            "chunk_size": "200",
+        }
+
+        refused = self.client.post(reverse("judge_run_create"), {**form, "endpoint": self.endpoint.pk})
+        self.assertContains(refused, "rouge_l is computed from the answers alone and calls no model")
+        self.assertFalse(JudgeRun.objects.exists())
+        response = self.client.post(reverse("judge_run_create"), form)
+
+        run = JudgeRun.objects.get()
+        self.assertRedirects(response, self.detail_url(run))
+        self.assertEqual((run.judge, run.endpoint, run.items_total), ("rouge_l", None, 3))
+        process(run)
+        page = self.client.get(self.detail_url(run))
+        self.assertContains(page, "none: scored offline from the answers")
+        self.assertContains(self.client.get(reverse("evaluation_home")), '<span class="muted">offline</span>')
+
+    def test_a_model_judge_without_an_endpoint_is_refused_on_the_endpoint_field(self) -> None:
+        dataset = corpus(items=2)
+        answers(dataset)
+        form = {"judge": "m3sciqa", "answers_system": SYSTEM, "dataset": dataset.pk, "config": "{}", "chunk_size": "9"}
+
+        response = self.client.post(reverse("judge_run_create"), form)
+
+        self.assertFormError(
+            response.context["form"], "endpoint", "The m3sciqa judge asks a model: choose an endpoint."
+        )
+
+    def test_a_judge_run_over_a_gold_snapshot_with_a_named_configuration(self) -> None:
+        dataset = corpus(items=3)
+        answers(dataset)
+        project = ProjectFactory.create(dataset=dataset)
+        items = list(QAItem.objects.filter(dataset=dataset).order_by("position"))
+        snapshot = gold_snapshot(project, items, version=2, dropped={1})
+        config = JudgeConfig.objects.create(
+            name="exact", judge="exact_match", kind="threshold", threshold=1.0, project=project
+        )
+        form = {
+            "judge": "exact_match",
+            "answers_system": SYSTEM,
+            "snapshot": snapshot.pk,
+            "judge_config": config.pk,
+            "config": "{}",
+            "chunk_size": "200",
+        }
+
+        response = self.client.post(reverse("judge_run_create"), form)
+
+        run = JudgeRun.objects.get()
+        self.assertRedirects(response, self.detail_url(run))
+        self.assertEqual((run.snapshot, run.config, run.items_total, run.project), (snapshot, config, 2, project))
+        page = self.client.get(self.detail_url(run))
+        self.assertContains(page, "gold snapshot v2</a>")
+        self.assertContains(page, "exact (score threshold 1.0)")
+
+    def test_a_configuration_of_another_judge_is_refused_on_its_field(self) -> None:
+        dataset = corpus(items=2)
+        answers(dataset)
+        config = JudgeConfig.objects.create(
+            name="l3", judge="l3score", kind="threshold", threshold=0.5, project=self.project
+        )
+        form = {
+            "judge": "exact_match",
+            "answers_system": SYSTEM,
+            "dataset": dataset.pk,
+            "judge_config": config.pk,
+            "config": "{}",
+            "chunk_size": "200",
+        }
+
+        response = self.client.post(reverse("judge_run_create"), form)
+
+        self.assertFormError(
+            response.context["form"], "judge_config", "Configuration 'l3' is for the l3score judge, not exact_match."
+        )
+
     def test_a_form_naming_both_a_project_and_a_dataset_is_refused(self) -> None:
         form = {
             "judge": "l3score",
@@ -320,7 +406,9 @@ class RunCreatePageTests(EvaluationPagesTestCase):
             "chunk_size": "200",
         }
 
-        self.assertContains(self.client.post(reverse("judge_run_create"), form), "Choose a project or a dataset")
+        self.assertContains(
+            self.client.post(reverse("judge_run_create"), form), "Choose a project, a dataset or a gold snapshot"
+        )
 
 
 class RunPageTests(EvaluationPagesTestCase):
