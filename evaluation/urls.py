@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from evaluation import views
+from evaluation.views_compare import urlpatterns as compare_urlpatterns
 
 urlpatterns = [
     path("", views.evaluation_home, name="evaluation_home"),
@@ -18,4 +19,6 @@ urlpatterns = [
     path("runs/<str:kind>/<int:run_id>/pause/", views.run_pause, name="run_pause"),
     path("runs/<str:kind>/<int:run_id>/resume/", views.run_resume, name="run_resume"),
     path("runs/<str:kind>/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    # The comparison of human raters and judges keeps its patterns with its views.
+    *compare_urlpatterns,
 ]

@@ -62,7 +62,7 @@ def kappa_kernel(patterns: Patterns, pairs: list[RaterPair], weights: list[Float
         found = np.empty((len(sums), n_pairs, n_weights))
         for position, weight in enumerate(weights):
             expected = ((first @ weight) * second).sum(axis=-1)
-            found[..., position] = _kappa(blocks[..., 1 + position], expected, shared)
+            found[..., position] = kappa_from_sums(blocks[..., 1 + position], expected, shared)
         return found.reshape(len(sums), n_pairs * n_weights)
 
     return Kernel(features=features, evaluate=evaluate)
@@ -95,8 +95,11 @@ def _pair_features(pair: RaterPair, weights: list[FloatMatrix], n_categories: in
     return features
 
 
-def _kappa(observed: FloatMatrix, expected_sum: FloatMatrix, shared: FloatMatrix) -> FloatMatrix:
-    """1 - observed / (expected_sum / n); NaN under two shared items or with no chance of disagreeing."""
+def kappa_from_sums(observed: FloatMatrix, expected_sum: FloatMatrix, shared: FloatMatrix) -> FloatMatrix:
+    """1 - observed / (expected_sum / n); NaN under two shared items or with no chance of disagreeing.
+
+    ``observed`` is Σ w_ij o_ij and ``expected_sum`` Σ w_ij (row total i x column total j), over
+    ``shared`` items; any shape, element by element."""
     expected = np.divide(expected_sum, shared, out=np.zeros_like(expected_sum), where=shared > 0)
     defined = (shared >= 2) & (expected > 0)
     ratio = np.divide(observed, expected, out=np.zeros_like(observed), where=defined)
