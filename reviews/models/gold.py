@@ -157,3 +157,62 @@ class ReviewState(models.Model):
     @property
     def flagged(self) -> bool:
         return self.flag_count > 0
+
+
+class ReviewJobKind(models.TextChoices):
+    ACCEPT_UNANIMOUS = "accept_unanimous", "Accept unanimous items"
+    REFRESH = "refresh", "Bring the review queue up to date"
+
+
+class ReviewJobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+ACTIVE_JOB = Q(status__in=[ReviewJobStatus.QUEUED, ReviewJobStatus.RUNNING])
+
+
+class ReviewJob(models.Model):
+    """A lead's bulk action on a project's review queue, run by a Celery worker.
+
+    A worker claims a queued job, or a running one whose lease ran out (its worker died and
+    the broker delivered the task again), and renews the lease as it goes. ``progress_done``
+    counts the items looked at; ``changed_count`` the items accepted as gold (accept) or the
+    review states rewritten (refresh). The count of accepted items is raised in the same
+    transaction as each acceptance, so it stays exact across a redelivery.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="review_jobs")
+    kind = models.CharField(max_length=20, choices=ReviewJobKind.choices)
+    status = models.CharField(max_length=20, choices=ReviewJobStatus.choices, default=ReviewJobStatus.QUEUED)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(null=True, blank=True)
+    changed_count = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Pressing a button twice joins the job under way instead of starting a second.
+            models.UniqueConstraint(fields=["project", "kind"], condition=ACTIVE_JOB, name="review_job_one_active"),
+        ]
+        indexes = [
+            # The review page's latest job of each kind.
+            models.Index(fields=["project", "kind", "-created_at"], name="review_job_latest_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display().lower()} job {self.pk} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        """Queued or running: the review page keeps polling."""
+        return self.status in (ReviewJobStatus.QUEUED, ReviewJobStatus.RUNNING)

@@ -15,28 +15,41 @@ The queue itself reads only ``ReviewState`` rows (one per item, kept current by 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from django import forms
 from django.core.paginator import Page, Paginator
-from django.db.models import F, IntegerField, Q, QuerySet, Subquery
+from django.db.models import F, IntegerField, Q, QuerySet, Subquery, TextField
+from django.db.models.functions import Cast
 from django.http import Http404
 from django.utils.safestring import SafeString
 
 from accounts.models import User
 from annotation.models import Annotation, AnnotationStatus, Project, ProjectItem, ReviewScope
 from annotation.selectors.workbench import text_diff_html
+from annotation.workflows import get_workflow
 from annotation.workflows.base import Payload, Workflow
 from reviews.agreement.text import normalise_text
-from reviews.models import GoldRecord, GoldRevision, ReviewState
-from reviews.models.gold import DECIDED, DISAGREEING, FLAGGED, QUEUE, QUEUE_ALL, REOPENED
+from reviews.models import GoldRecord, GoldRevision, ReviewDecision, ReviewState
+from reviews.models.gold import (
+    DECIDED,
+    DISAGREEING,
+    FLAGGED,
+    QUEUE,
+    QUEUE_ALL,
+    REOPENED,
+    ReviewJob,
+    ReviewJobKind,
+)
 
 QUEUE_PER_PAGE = 50
 # Counts stop here ("10,000+"), and the queue's pages with them: reviewers work from the top.
 COUNT_CAP = 10_000
-# Stale states the queue page brings up to date before it counts; more wait for the next load.
+# Items a refresh of stale states reads per query.
 STALE_BATCH = 2000
 
 
@@ -67,10 +80,14 @@ def field_levels(workflow: Workflow, project: Project) -> dict[str, str]:
     return {label_field.name: label_field.level for label_field in workflow.fields_for(project)}
 
 
-def disagreeing_fields(workflow: Workflow, project: Project, payloads: Sequence[Payload]) -> list[str]:
-    """The label fields on which at least two of ``payloads`` differ, in the workflow's order."""
+def disagreeing_fields(
+    workflow: Workflow, project: Project, payloads: Sequence[Payload], *, levels: Mapping[str, str] | None = None
+) -> list[str]:
+    """The label fields on which at least two of ``payloads`` differ, in the workflow's order.
+    ``levels``: field_levels(workflow, project), when the caller compares many items."""
     golds = [workflow.gold_fields(payload, project) for payload in payloads]
-    levels = field_levels(workflow, project)
+    if levels is None:
+        levels = field_levels(workflow, project)
     differing = []
     for name in _ordered_keys(golds):
         level = levels.get(name, "nominal")
@@ -198,15 +215,115 @@ def next_in_queue(project: Project, *, after_position: int) -> int | None:
     return ordered.filter(position__gt=after_position).first() or ordered.first()
 
 
-def stale_item_ids(project: Project, *, limit: int = STALE_BATCH) -> list[int]:
+def stale_item_ids(project: Project, *, after: int = 0, limit: int = STALE_BATCH) -> list[int]:
     """Items whose submitted annotations changed without the review hooks seeing it (bulk
-    imports, annotations older than the reviews app): no state, or a different count."""
+    imports, annotations older than the reviews app): no state, or a different count. In id
+    order, from the first id above ``after``."""
     return list(
-        ProjectItem.objects.filter(project=project, submitted_count__gt=0)
+        ProjectItem.objects.filter(project=project, submitted_count__gt=0, pk__gt=after)
         .filter(Q(review_state__isnull=True) | ~Q(review_state__submitted_count=F("submitted_count")))
-        .order_by("position")
+        .order_by("pk")
         .values_list("pk", flat=True)[:limit]
     )
+
+
+# Review states ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ItemState:
+    """What an item's ``ReviewState`` row says, computed before it is written."""
+
+    project_item_id: int
+    position: int
+    submitted_count: int
+    disagreeing_fields: list[str]
+    flag_count: int
+    decision: str
+
+    @property
+    def disagrees(self) -> bool:
+        return bool(self.disagreeing_fields)
+
+    @property
+    def unanimous(self) -> bool:
+        return self.submitted_count > 1 and not self.disagreeing_fields
+
+
+def computed_review_states(
+    project: Project, positions: Mapping[int, int], *, every_item_from: int | None = None
+) -> list[ItemState]:
+    """What the review state of each item (project item id -> queue position) says now: from
+    its submitted annotations, flags and gold record, in two queries. ``every_item_from``: the
+    items are all of the project's items with ids from there up to the largest (a rebuild's
+    batch), read by that range rather than by a list of a thousand ids.
+
+    Payloads come as their JSON text; items whose texts are all equal agree without decoding
+    any of them, so only the items that may disagree are compared field by field."""
+    workflow = get_workflow(project.workflow)
+    levels = field_levels(workflow, project)
+    if every_item_from is None:
+        items = Q(project_item_id__in=list(positions))
+    else:
+        items = Q(project=project, project_item_id__gte=every_item_from, project_item_id__lte=max(positions))
+    rows = (
+        Annotation.objects.filter(items)
+        .filter(Q(status=AnnotationStatus.SUBMITTED) | Q(flagged_at__isnull=False))
+        .order_by("submitted_at", "pk")
+        .annotate(payload_text=Cast("payload", TextField()))
+        .values_list("project_item_id", "status", "payload_text", "flagged_at")
+    )
+    texts: dict[int, list[str]] = defaultdict(list)
+    flags: dict[int, int] = defaultdict(int)
+    for project_item_id, status, text, flagged_at in rows:
+        if status == AnnotationStatus.SUBMITTED:
+            texts[project_item_id].append(text)
+        if flagged_at is not None:
+            flags[project_item_id] += 1
+    reopened = dict(GoldRecord.objects.filter(items).values_list("project_item_id", "reopened_at"))
+    return [
+        ItemState(
+            project_item_id=project_item_id,
+            position=position,
+            submitted_count=len(texts.get(project_item_id, ())),
+            disagreeing_fields=_differing(workflow, project, texts.get(project_item_id, []), levels),
+            flag_count=flags.get(project_item_id, 0),
+            decision=_decision(project_item_id, reopened),
+        )
+        for project_item_id, position in positions.items()
+    ]
+
+
+def _decision(project_item_id: int, reopened: Mapping[int, datetime | None]) -> str:
+    if project_item_id not in reopened:
+        return ReviewDecision.NONE
+    return ReviewDecision.DECIDED if reopened[project_item_id] is None else ReviewDecision.REOPENED
+
+
+def _differing(workflow: Workflow, project: Project, texts: list[str], levels: Mapping[str, str]) -> list[str]:
+    if len(texts) < 2 or all(text == texts[0] for text in texts):
+        return []
+    return disagreeing_fields(workflow, project, [json.loads(text) for text in texts], levels=levels)
+
+
+# Jobs ---------------------------------------------------------------------------------------
+
+
+def latest_review_jobs(project: Project) -> dict[str, ReviewJob]:
+    """The project's latest job of each kind (a kind never run is missing), in one query."""
+    latest = Q()
+    for kind in ReviewJobKind.values:
+        newest = ReviewJob.objects.filter(project=project, kind=kind).order_by("-created_at", "-pk").values("pk")[:1]
+        latest |= Q(pk=Subquery(newest))
+    return {job.kind: job for job in ReviewJob.objects.filter(latest, project=project)}
+
+
+def review_job_get(project: Project, job_id: int) -> ReviewJob:
+    """A job of ``project`` (fetched through access.project_get_for_user); 404 when not its."""
+    job = ReviewJob.objects.filter(project=project, pk=job_id).first()
+    if job is None:
+        raise Http404("No such job in this project.")
+    return job
 
 
 # One item under review ----------------------------------------------------------------------

@@ -18,32 +18,58 @@ Auto-accept (``project.auto_accept_unanimous``): an item becomes gold without a 
 (method "auto", decided by nobody, the first submitted annotation's payload) once its
 submitted annotations reach its capacity, at least two of them, and agree on every label
 field. Items a lead reopened, flagged items and calibration items (no capacity) wait for a
-person.
+person. A lead's "accept unanimous" job does the same for items completed before the setting
+was on, one item per transaction under its row lock, skipping items decided meanwhile.
+
+Jobs (``ReviewJob``, run by ``reviews.tasks.review_job_run_task``): accepting unanimous items
+and rebuilding every review state of a project (for labels written in bulk, which no hook
+saw). A worker claims a job with a conditional ``UPDATE`` and holds a lease it renews as it
+goes; a task delivered again while the lease runs waits for it, and once it has run out takes
+the job over. Both jobs can run again from the start without harm: an accepted item is
+decided and skipped, a rebuilt state is rebuilt to the same row.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
-from django.db import transaction
-from django.db.models import Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Field, Q, QuerySet
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from accounts.models import User
 from annotation.errors import ApplicationError
 from annotation.models import Annotation, AnnotationStatus, Project, ProjectItem
 from annotation.workflows import get_workflow
-from annotation.workflows.base import Payload, PayloadInvalid, Workflow
+from annotation.workflows.base import Payload, PayloadInvalid
 from reviews.models import GoldAction, GoldMethod, GoldRecord, GoldRevision, ReviewDecision, ReviewState
-from reviews.selectors.gold import STALE_BATCH, annotations_fingerprint, disagreeing_fields, stale_item_ids
+from reviews.models.gold import ACTIVE_JOB, ReviewJob, ReviewJobKind, ReviewJobStatus
+from reviews.selectors.gold import (
+    ItemState,
+    annotations_fingerprint,
+    computed_review_states,
+    stale_item_ids,
+)
+
+logger = logging.getLogger(__name__)
 
 NOTE_LIMIT = 5000
-# Items whose states one refresh query batch rewrites.
+# Items whose states one refresh query batch rewrites (and a rebuild locks at once).
 REFRESH_BATCH = 1000
+# Items an accept job reads per query; each is then accepted in its own transaction.
+ACCEPT_BATCH = 500
+# A running job's lease, renewed at every progress report; a job whose lease ran out is taken
+# over by the next delivery of its task.
+JOB_LEASE = timedelta(seconds=120)
+# Items between two progress reports of a job.
+PROGRESS_EVERY = 250
 
 
 @dataclass(frozen=True)
@@ -64,91 +90,110 @@ class Decision:
 # Review states ------------------------------------------------------------------------------
 
 
-def review_states_refresh(*, project: Project, project_item_ids: Iterable[int]) -> list[ReviewState]:
+def review_states_refresh(*, project: Project, project_item_ids: Iterable[int]) -> list[ItemState]:
     """Rewrite the review states of these items from their annotations and gold records, in
     a fixed number of queries per batch. Returns the states written."""
     ids = list(project_item_ids)
-    written: list[ReviewState] = []
-    workflow = get_workflow(project.workflow)
+    written: list[ItemState] = []
     for start in range(0, len(ids), REFRESH_BATCH):
-        written.extend(_refresh_batch(project, workflow, ids[start : start + REFRESH_BATCH]))
+        batch = ids[start : start + REFRESH_BATCH]
+        positions = dict(ProjectItem.objects.filter(project=project, pk__in=batch).values_list("pk", "position"))
+        written.extend(_states_write(project, computed_review_states(project, positions)))
     return written
 
 
-def _refresh_batch(project: Project, workflow: Workflow, ids: list[int]) -> list[ReviewState]:
-    positions = dict(ProjectItem.objects.filter(project=project, pk__in=ids).values_list("pk", "position"))
-    rows = (
-        Annotation.objects.filter(project_item_id__in=positions)
-        .filter(Q(status=AnnotationStatus.SUBMITTED) | Q(flagged_at__isnull=False))
-        .order_by("submitted_at", "pk")
-        .values_list("project_item_id", "status", "payload", "flagged_at")
-    )
-    payloads: dict[int, list[Payload]] = defaultdict(list)
-    flags: dict[int, int] = defaultdict(int)
-    for project_item_id, status, payload, flagged_at in rows:
-        if status == AnnotationStatus.SUBMITTED:
-            payloads[project_item_id].append(payload)
-        if flagged_at is not None:
-            flags[project_item_id] += 1
-    reopened = dict(
-        GoldRecord.objects.filter(project_item_id__in=positions).values_list("project_item_id", "reopened_at")
-    )
-    states = []
-    for project_item_id, position in positions.items():
-        submitted = payloads.get(project_item_id, [])
-        differing = disagreeing_fields(workflow, project, submitted) if len(submitted) > 1 else []
-        decision = ReviewDecision.NONE
-        if project_item_id in reopened:
-            decision = ReviewDecision.DECIDED if reopened[project_item_id] is None else ReviewDecision.REOPENED
-        states.append(
-            ReviewState(
-                project=project,
-                project_item_id=project_item_id,
-                position=position,
-                submitted_count=len(submitted),
-                disagrees=bool(differing),
-                disagreeing_fields=differing,
-                unanimous=len(submitted) > 1 and not differing,
-                flag_count=flags.get(project_item_id, 0),
-                decision=decision,
-                updated_at=timezone.now(),
-            )
+STATE_COLUMNS = (
+    "position",
+    "submitted_count",
+    "disagrees",
+    "disagreeing_fields",
+    "unanimous",
+    "flag_count",
+    "decision",
+    "updated_at",
+)
+
+
+# The rows of _states_write on PostgreSQL: one array per column (JSON as text).
+STATE_ROWS = (
+    "SELECT %s, item, position, submitted, disagrees, fields::jsonb, unanimous, flags, decision, %s "
+    "FROM unnest(%s::bigint[], %s::integer[], %s::integer[], %s::boolean[], %s::text[], %s::boolean[], "
+    "%s::integer[], %s::text[]) AS state(item, position, submitted, disagrees, fields, unanimous, flags, decision)"
+)
+
+
+def _states_write(project: Project, states: list[ItemState]) -> list[ItemState]:
+    """Insert or overwrite these states in one statement. On PostgreSQL the rows travel as
+    one array per column (``unnest``): a thousand rows cost one small statement rather than
+    the ORM's nine thousand parameters and a thousand model instances."""
+    if not states:
+        return states
+    now = timezone.now()
+    if connection.vendor != "postgresql":
+        ReviewState.objects.bulk_create(
+            [_state_row(project, state, now) for state in states],
+            update_conflicts=True,
+            unique_fields=["project_item"],
+            update_fields=list(STATE_COLUMNS),
         )
-    ReviewState.objects.bulk_create(
-        states,
-        update_conflicts=True,
-        unique_fields=["project_item"],
-        update_fields=[
-            "position",
-            "submitted_count",
-            "disagrees",
-            "disagreeing_fields",
-            "unanimous",
-            "flag_count",
-            "decision",
-            "updated_at",
-        ],
-    )
+        return states
+    column = {name: _column(name) for name in ("project", "project_item", *STATE_COLUMNS)}
+    table = connection.ops.quote_name(ReviewState._meta.db_table)
+    columns, conflict = ", ".join(column.values()), column["project_item"]
+    updates = ", ".join(f"{column[name]} = EXCLUDED.{column[name]}" for name in STATE_COLUMNS)
+    # A state that says the same already is left alone: no new row version, no index updates.
+    compared = [column[name] for name in STATE_COLUMNS if name != "updated_at"]
+    changed = f"({', '.join(f'{table}.{name}' for name in compared)}) IS DISTINCT FROM "
+    changed += f"({', '.join(f'EXCLUDED.{name}' for name in compared)})"
+    upsert = f"ON CONFLICT ({conflict}) DO UPDATE SET {updates} WHERE {changed}"
+    sql = f"INSERT INTO {table} ({columns}) {STATE_ROWS} {upsert}"
+    params: list[Any] = [
+        project.pk,
+        now,
+        [state.project_item_id for state in states],
+        [state.position for state in states],
+        [state.submitted_count for state in states],
+        [state.disagrees for state in states],
+        [json.dumps(state.disagreeing_fields) for state in states],
+        [state.unanimous for state in states],
+        [state.flag_count for state in states],
+        [state.decision for state in states],
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
     return states
 
 
-@dataclass(frozen=True)
-class BatchOutcome:
-    done: int
-    more: bool  # work was left for another call (the per-call limit was reached)
+def _column(name: str) -> str:
+    field = ReviewState._meta.get_field(name)
+    assert isinstance(field, Field)
+    assert field.column
+    return connection.ops.quote_name(field.column)
 
 
-def review_states_refresh_stale(*, project: Project, limit: int | None = None) -> BatchOutcome:
-    """Bring up to date the states of items whose annotations changed without the hooks
-    seeing it (see selectors.stale_item_ids: bulk imports, annotations older than the reviews
-    app), a batch at a time, at most ``limit`` items per call. Each batch's item rows are
-    locked so that a refresh never overwrites a newer state a submit writes meanwhile; items a
-    submit holds right now are skipped, as its own hook refreshes them."""
-    done = 0
-    while limit is None or done < limit:
-        ids = stale_item_ids(project, limit=STALE_BATCH if limit is None else min(STALE_BATCH, limit - done))
-        if not ids:
-            return BatchOutcome(done, more=False)
+def _state_row(project: Project, state: ItemState, now: datetime) -> ReviewState:
+    return ReviewState(
+        project=project,
+        project_item_id=state.project_item_id,
+        position=state.position,
+        submitted_count=state.submitted_count,
+        disagrees=state.disagrees,
+        disagreeing_fields=state.disagreeing_fields,
+        unanimous=state.unanimous,
+        flag_count=state.flag_count,
+        decision=state.decision,
+        updated_at=now,
+    )
+
+
+def review_states_refresh_stale(*, project: Project, progress: Callable[[int], None] | None = None) -> int:
+    """Bring up to date the states of items whose submitted annotations were counted without
+    the hooks seeing them (see selectors.stale_item_ids), a batch at a time in id order;
+    returns how many. Each batch's item rows are locked so that a refresh never overwrites a
+    newer state a submit writes meanwhile; items a submit holds right now are passed over, as
+    its own hook refreshes them. ``progress`` gets the count after each batch."""
+    done = after = 0
+    while ids := stale_item_ids(project, after=after):
         with transaction.atomic():
             locked = (
                 ProjectItem.objects.select_for_update(of=("self",), skip_locked=True)
@@ -159,10 +204,36 @@ def review_states_refresh_stale(*, project: Project, limit: int | None = None) -
             batch = [item.pk for item in locked]
             review_states_refresh(project=project, project_item_ids=batch)
         done += len(batch)
-        if not batch:
-            # Every stale item is being submitted right now; their hooks bring them up to date.
-            return BatchOutcome(done, more=False)
-    return BatchOutcome(done, more=bool(stale_item_ids(project, limit=1)))
+        after = ids[-1]
+        if progress is not None:
+            progress(done)
+    return done
+
+
+def review_states_rebuild(*, project: Project, progress: Callable[[int], None] | None = None) -> int:
+    """Rewrite the review state of every item of the project from its submitted annotations,
+    flags and gold record: for labels written in bulk, which no hook saw, whatever their
+    counts say. A batch of items at a time, in id order, each batch's rows locked while its
+    states are written, in four queries per batch. ``progress`` gets the number of items done
+    after each batch. Returns the number of states written."""
+    written = 0
+    after = 0
+    while True:
+        with transaction.atomic():
+            locked = (
+                ProjectItem.objects.select_for_update(of=("self",))
+                .filter(project=project, pk__gt=after)
+                .order_by("pk")
+                .values_list("pk", "position")
+            )
+            positions = dict(locked[:REFRESH_BATCH])
+            if not positions:
+                return written
+            states = computed_review_states(project, positions, every_item_from=min(positions))
+            written += len(_states_write(project, states))
+        after = max(positions)
+        if progress is not None:
+            progress(written)
 
 
 def review_annotation_changed(*, annotation: Annotation) -> None:
@@ -385,7 +456,28 @@ def gold_reopen(
 # Auto-accept --------------------------------------------------------------------------------
 
 
-def _auto_accept(project: Project, states: Iterable[ReviewState], *, now: datetime) -> int:
+class _State(Protocol):
+    """A review state as ``ReviewState`` stores it or ``ItemState`` computes it."""
+
+    @property
+    def project_item_id(self) -> int: ...
+    @property
+    def submitted_count(self) -> int: ...
+    @property
+    def unanimous(self) -> bool: ...
+    @property
+    def flag_count(self) -> int: ...
+    @property
+    def decision(self) -> str: ...
+
+
+def _qualifies(state: _State, capacity: int | None) -> bool:
+    """Unanimous, not flagged, never decided, and complete (a calibration item has no capacity)."""
+    waiting = state.unanimous and not state.flag_count and state.decision == ReviewDecision.NONE
+    return waiting and capacity is not None and state.submitted_count >= capacity
+
+
+def _auto_accept(project: Project, states: Iterable[_State], *, now: datetime) -> int:
     """Accept the items of ``states`` (just refreshed, their rows locked by the caller) that
     qualify (see the module docstring), in a fixed number of queries. Returns how many."""
     waiting = {
@@ -396,7 +488,11 @@ def _auto_accept(project: Project, states: Iterable[ReviewState], *, now: dateti
     if not waiting:
         return 0
     capacities = ProjectItem.objects.filter(pk__in=waiting).values_list("pk", "capacity")
-    full = [pk for pk, capacity in capacities if capacity is not None and waiting[pk].submitted_count >= capacity]
+    return _accept(project, [pk for pk, capacity in capacities if _qualifies(waiting[pk], capacity)], now=now)
+
+
+def _accept(project: Project, full: list[int], *, now: datetime) -> int:
+    """Make gold of these items (locked by the caller): each one's first submitted annotation."""
     if not full:
         return 0
     sources: dict[int, list[tuple[int, Payload]]] = defaultdict(list)
@@ -450,45 +546,185 @@ def _auto_accept(project: Project, states: Iterable[ReviewState], *, now: dateti
     return len(full)
 
 
-def gold_accept_unanimous(*, project: Project, limit: int | None = None, now: datetime | None = None) -> BatchOutcome:
-    """Accept the items of the project that qualify now (a lead's button, for items completed
-    before the setting was on), at most ``limit`` per call. Idempotent: accepted items are
-    decided and skipped the next time; reopened and flagged items never qualify.
-
-    Items are taken in batches, each in its own transaction with their rows locked in id
-    order. Every writer of a review state holds its item's row lock (the submit hook, deciding,
-    reopening, refreshing), so the states read under the lock are current."""
-    now = now or timezone.now()
-    waiting = ReviewState.objects.filter(project=project, unanimous=True, flag_count=0, decision=ReviewDecision.NONE)
-    candidates = list(waiting.order_by("project_item_id").values_list("project_item_id", flat=True)[:limit])
-    accepted = 0
-    for start in range(0, len(candidates), REFRESH_BATCH):
-        with transaction.atomic():
-            locked = (
-                ProjectItem.objects.select_for_update(of=("self",))
-                .filter(project=project, pk__in=candidates[start : start + REFRESH_BATCH])
-                .order_by("pk")
-                .only("pk")
-            )
-            states = list(ReviewState.objects.filter(project_item_id__in=[item.pk for item in locked]))
-            accepted += _auto_accept(project, states, now=now)
-    more = limit is not None and len(candidates) == limit and waiting.exists()
-    return BatchOutcome(accepted, more=more)
+def acceptable_states(project: Project) -> QuerySet[ReviewState]:
+    """The project's items that qualify for automatic acceptance (module docstring), by their
+    states: unanimous, complete, not flagged, never decided."""
+    return ReviewState.objects.filter(
+        project=project,
+        unanimous=True,
+        flag_count=0,
+        decision=ReviewDecision.NONE,
+        project_item__capacity__isnull=False,
+        submitted_count__gte=F("project_item__capacity"),
+    )
 
 
-def decision_from_post(data: Mapping[str, Any], *, merge_keys: Iterable[str]) -> dict[str, Any]:
-    """The parts of a posted decision form that name annotations: ``gold_pick`` and one
-    ``gold_merge-<key>`` per payload key, as ints (anything else is left out)."""
-    parsed: dict[str, Any] = {"pick": _int_or_none(data.get("gold_pick")), "merge": {}}
-    for key in merge_keys:
-        chosen = _int_or_none(data.get(f"gold_merge-{key}"))
-        if chosen is not None:
-            parsed["merge"][key] = chosen
-    return parsed
+def gold_accept_unanimous(
+    *,
+    project: Project,
+    accepted: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Accept every item of the project that qualifies now (a lead's job, for items completed
+    before the setting was on); returns how many. Idempotent: accepted items are decided and
+    skipped the next time; reopened and flagged items never qualify.
+
+    Each item is accepted in its own transaction, under its row lock, from its state as it is
+    then: every writer of a review state holds that lock (the submit hook, deciding, reopening,
+    refreshing), so an item decided, flagged or edited since the candidates were read is
+    skipped. ``accepted(project_item_id)`` runs inside each acceptance's transaction;
+    ``progress(done, total)`` after every item looked at."""
+    candidates = acceptable_states(project).order_by("project_item_id").values_list("project_item_id", flat=True)
+    total = candidates.count()
+    done = count = 0
+    after = 0
+    while ids := list(candidates.filter(project_item_id__gt=after)[:ACCEPT_BATCH]):
+        for project_item_id in ids:
+            with transaction.atomic():
+                if _accept_one(project, project_item_id):
+                    count += 1
+                    if accepted is not None:
+                        accepted(project_item_id)
+            done += 1
+            if progress is not None:
+                progress(done, max(total, done))
+        after = ids[-1]
+    return count
 
 
-def _int_or_none(value: Any) -> int | None:
+def _accept_one(project: Project, project_item_id: int) -> bool:
+    """Accept one item if it still qualifies, under its row lock (the caller's transaction)."""
+    state = (
+        ReviewState.objects.select_for_update(of=("project_item",))
+        .select_related("project_item")
+        .filter(project=project, project_item_id=project_item_id)
+        .first()
+    )
+    if state is None or not _qualifies(state, state.project_item.capacity):
+        return False
+    return _accept(project, [project_item_id], now=timezone.now()) == 1
+
+
+# Jobs ---------------------------------------------------------------------------------------
+
+
+def review_job_start(*, project: Project, kind: str, created_by: User | None) -> ReviewJob:
+    """Queue a job of ``kind`` on the project, run by a worker once the caller's transaction
+    commits; or, when one is queued or running already (the button pressed twice, or by two
+    leads), that job, sent to a worker again unless one holds it."""
+    job = ReviewJob.objects.filter(ACTIVE_JOB, project=project, kind=kind).first()
+    if job is None:
+        try:
+            with transaction.atomic():
+                job = ReviewJob.objects.create(project=project, kind=kind, created_by=created_by)
+        except IntegrityError:
+            # Another press created it between the read and the insert; that one is enqueued.
+            return ReviewJob.objects.filter(project=project, kind=kind).latest("created_at", "pk")
+    elif job.status == ReviewJobStatus.RUNNING and _lease_left(job, timezone.now()) > 0:
+        return job
+    from reviews.tasks import review_job_run_task
+
+    job_id = job.pk
+    transaction.on_commit(lambda: review_job_run_task.delay(job_id))
+    return job
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    """What one delivery of a job's task did: ran it (``job``), found it finished or gone
+    (neither), or found another worker's lease on it (``retry_in`` seconds left)."""
+
+    job: ReviewJob | None = None
+    retry_in: float | None = None
+
+
+def review_job_run(*, job_id: int) -> JobRun:
+    """Claim the job (queued, or running with a lapsed lease) and run it to the end."""
+    now = timezone.now()
+    claimable = Q(status=ReviewJobStatus.QUEUED) | Q(status=ReviewJobStatus.RUNNING, lease_expires_at__lte=now)
+    claimed = (
+        ReviewJob.objects.filter(claimable, pk=job_id).update(
+            status=ReviewJobStatus.RUNNING, lease_expires_at=now + JOB_LEASE, started_at=Coalesce("started_at", now)
+        )
+        == 1
+    )
+    job = ReviewJob.objects.select_related("project").filter(pk=job_id).first()
+    if not claimed:
+        if job is None or not job.is_active:
+            return JobRun()
+        return JobRun(retry_in=max(_lease_left(job, now), 1.0))
+    assert job is not None
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+        _JOB_RUNNERS[job.kind](job, _JobProgress(job.pk))
+    except Exception:
+        logger.exception("review job %s failed", job_id)
+        _job_finish(job, ReviewJobStatus.FAILED, error="the job stopped on an error; see the worker log")
+    else:
+        _job_finish(job, ReviewJobStatus.DONE)
+    return JobRun(job=job)
+
+
+def _lease_left(job: ReviewJob, now: datetime) -> float:
+    if job.lease_expires_at is None:
+        return 0.0
+    return (job.lease_expires_at - now).total_seconds()
+
+
+class _JobProgress:
+    """Writes a running job's counts where its page reads them, and renews its lease, every
+    PROGRESS_EVERY items and when the count reaches the total."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        self.reported = -PROGRESS_EVERY
+        self.total: int | None = None
+
+    def report(self, done: int, total: int | None = None, *, force: bool = False) -> None:
+        self.total = self.total if total is None else total
+        if not force and done - self.reported < PROGRESS_EVERY and done != self.total:
+            return
+        self.reported = done
+        fields: dict[str, object] = {"progress_done": done, "lease_expires_at": timezone.now() + JOB_LEASE}
+        if total is not None:
+            fields["progress_total"] = total
+        ReviewJob.objects.filter(pk=self.job_id).update(**fields)
+
+    def renew(self) -> None:
+        """Keep the lease through work that has no count to show."""
+        ReviewJob.objects.filter(pk=self.job_id).update(lease_expires_at=timezone.now() + JOB_LEASE)
+
+
+def _accept_job(job: ReviewJob, progress: _JobProgress) -> None:
+    project = job.project
+    review_states_refresh_stale(project=project, progress=lambda done: progress.renew())
+    # After a redelivery the count goes on from the items the lost run accepted.
+    before = ReviewJob.objects.filter(pk=job.pk).values_list("changed_count", flat=True).get()
+    progress.report(before, before + acceptable_states(project).count(), force=True)
+
+    def accepted(project_item_id: int) -> None:
+        ReviewJob.objects.filter(pk=job.pk).update(changed_count=F("changed_count") + 1)
+
+    def looked_at(done: int, total: int) -> None:
+        progress.report(before + done, before + total)
+
+    gold_accept_unanimous(project=project, accepted=accepted, progress=looked_at)
+
+
+def _refresh_job(job: ReviewJob, progress: _JobProgress) -> None:
+    project = job.project
+    progress.report(0, ProjectItem.objects.filter(project=project).count(), force=True)
+    written = review_states_rebuild(project=project, progress=progress.report)
+    ReviewJob.objects.filter(pk=job.pk).update(changed_count=written)
+
+
+_JOB_RUNNERS: dict[str, Callable[[ReviewJob, _JobProgress], None]] = {
+    ReviewJobKind.ACCEPT_UNANIMOUS: _accept_job,
+    ReviewJobKind.REFRESH: _refresh_job,
+}
+
+
+def _job_finish(job: ReviewJob, status: str, *, error: str = "") -> None:
+    ReviewJob.objects.filter(pk=job.pk).update(
+        status=status, error=error, lease_expires_at=None, finished_at=timezone.now()
+    )
+    job.refresh_from_db()

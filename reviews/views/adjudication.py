@@ -1,9 +1,10 @@
 """Review pages: the queue, one item's annotations side by side with the decision form,
-reopening, accepting unanimous items, and the annotator's flag on the workbench.
+reopening, the lead's jobs (accepting unanimous items, bringing the queue up to date) with
+their progress, and the annotator's flag on the workbench.
 
 Reviewers and leads only (annotators get the access layer's 403, outsiders 404); reopening
-and accepting unanimous items are for leads. Annotators' names are hidden from reviewers
-unless the project shows them.
+and starting jobs are for leads. Annotators' names are hidden from reviewers unless the
+project shows them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import URLPattern, path, reverse
+from django.utils.cache import patch_vary_headers
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import trigger_client_event
 
 from annotation.access import annotation_get_for_user, project_get_for_user
 from annotation.errors import ApplicationError
@@ -31,18 +34,10 @@ from annotation.workflows import get_workflow
 from annotation.workflows.base import ItemView, Payload, Workflow, WorkflowForm
 from config.http import AuthenticatedHttpRequest, render_page, wants_partial
 from reviews.models import GoldMethod, GoldRecord
+from reviews.models.gold import ReviewJob, ReviewJobKind
 from reviews.selectors import gold as selectors
-from reviews.services.adjudication import (
-    Decision,
-    decision_from_post,
-    gold_accept_unanimous,
-    gold_decide,
-    gold_reopen,
-    review_states_refresh_stale,
-)
+from reviews.services.adjudication import Decision, gold_decide, gold_reopen, review_job_start
 
-# The lead's bulk buttons do at most this many items per press, so a request stays short.
-ITEMS_PER_REQUEST = 5000
 QUEUE_PAGE = "reviews/review_queue.html"
 ITEM_PAGE = "reviews/review_item.html"
 FLAG_BOX = "reviews/review_flag_box.html"
@@ -94,6 +89,29 @@ class QueueRow:
     fields: list[str]  # labels of the disagreeing fields
 
 
+@dataclass(frozen=True, slots=True)
+class JobPanel:
+    """One of the lead's jobs on the queue page: its kind, and its latest run if any."""
+
+    kind: str
+    job: ReviewJob | None
+
+    @property
+    def percent(self) -> int:
+        job = self.job
+        if job is None or not job.progress_total:
+            return 0
+        return min(100, job.progress_done * 100 // job.progress_total)
+
+
+# The event a finished job's last progress response sends, on which the queue table reloads.
+JOB_FINISHED_EVENT = "review-job-finished"
+JOB_STARTED: dict[str, str] = {
+    ReviewJobKind.ACCEPT_UNANIMOUS: "Accepting unanimous items as gold; the progress shows on this page.",
+    ReviewJobKind.REFRESH: "Bringing the review queue up to date; the progress shows on this page.",
+}
+
+
 # The queue -----------------------------------------------------------------------------------
 
 
@@ -119,35 +137,59 @@ def review_queue(request: AuthenticatedHttpRequest, project_id: int) -> HttpResp
         "page": page,
         "rows": [QueueRow(state, [labels.get(name, name) for name in state.disagreeing_fields]) for state in states],
         "is_lead": _is_lead(request, project),
+        "job_panels": [] if wants_partial(request) else _job_panels(project),
+        "job_finished_event": JOB_FINISHED_EVENT,
     }
     return render_page(request, QUEUE_PAGE, "queue-table", context)
+
+
+def _job_panels(project: Project) -> list[JobPanel]:
+    latest = selectors.latest_review_jobs(project)
+    return [JobPanel(kind, latest.get(kind)) for kind in ReviewJobKind.values]
 
 
 @require_POST
 @login_required
 def review_queue_refresh(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
     """Annotations stored without the review hooks (a bulk import, work done before the
-    reviews app) join the queue: the lead asks, since finding them scans the project."""
-    project = project_get_for_user(request.user, project_id, role=Role.LEAD)
-    outcome = review_states_refresh_stale(project=project, limit=ITEMS_PER_REQUEST)
-    text = f"Brought {outcome.done} item{'s' if outcome.done != 1 else ''} of the queue up to date."
-    messages.info(request, f"{text} More are waiting: press the button again." if outcome.more else text)
-    return redirect("review_queue", project_id=project.pk)
+    reviews app) join the queue: a job rebuilds every item's review state."""
+    return _job_start(request, project_id, ReviewJobKind.REFRESH)
 
 
 @require_POST
 @login_required
 def review_accept_unanimous(request: AuthenticatedHttpRequest, project_id: int) -> HttpResponse:
+    return _job_start(request, project_id, ReviewJobKind.ACCEPT_UNANIMOUS)
+
+
+def _job_start(request: AuthenticatedHttpRequest, project_id: int, kind: str) -> HttpResponse:
+    """Start the job (or join the one under way): with htmx, its progress panel; else back
+    to the queue page, which shows it."""
     project = project_get_for_user(request.user, project_id, role=Role.LEAD)
-    refreshed = review_states_refresh_stale(project=project, limit=ITEMS_PER_REQUEST)
-    outcome = gold_accept_unanimous(project=project, limit=ITEMS_PER_REQUEST)
-    more = " More are waiting: press the button again." if outcome.more or refreshed.more else ""
-    if outcome.done:
-        plural = "s" if outcome.done != 1 else ""
-        messages.success(request, f"Accepted {outcome.done} unanimous item{plural} as gold.{more}")
-    else:
-        messages.info(request, f"No item is waiting to be accepted: none has all its annotations in agreement.{more}")
+    job = review_job_start(project=project, kind=kind, created_by=request.user)
+    if wants_partial(request):
+        return render(request, f"{QUEUE_PAGE}#review-job", {"project": project, "panel": JobPanel(kind, job)})
+    messages.info(request, JOB_STARTED[kind])
     return redirect("review_queue", project_id=project.pk)
+
+
+@require_GET
+@login_required
+def review_job(request: AuthenticatedHttpRequest, project_id: int, job_id: int) -> HttpResponse:
+    """A job's progress panel, polled by htmx while the job runs; the queue page otherwise.
+    The answer that finds the job finished also tells the page to reload the queue table."""
+    project = project_get_for_user(request.user, project_id, role=Role.REVIEWER)
+    job = selectors.review_job_get(project, job_id)
+    response: HttpResponse
+    if not wants_partial(request):
+        response = redirect("review_queue", project_id=project.pk)
+    else:
+        response = render(request, f"{QUEUE_PAGE}#review-job", {"project": project, "panel": JobPanel(job.kind, job)})
+        if not job.is_active:
+            trigger_client_event(response, JOB_FINISHED_EVENT)
+    # The same URL answers with a redirect or a fragment: caches must tell them apart.
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 # One item ------------------------------------------------------------------------------------
@@ -200,18 +242,30 @@ def review_reopen(request: AuthenticatedHttpRequest, project_id: int, project_it
 
 
 def _posted_decision(request: AuthenticatedHttpRequest, project: Project, workflow: Workflow) -> Decision:
+    """The decision form as posted: ``gold_pick``, one ``gold_merge-<key>`` per payload key
+    (annotation ids; anything that is not a number is left out), the edit and the note."""
     data = request.POST
     method = data.get("gold_method", "")
-    merge_keys = [key.removeprefix("gold_merge-") for key in data if key.startswith("gold_merge-")]
-    chosen = decision_from_post(data, merge_keys=merge_keys)
+    merge = {
+        key.removeprefix("gold_merge-"): chosen
+        for key in data
+        if key.startswith("gold_merge-") and (chosen := _int_or_none(data.get(key))) is not None
+    }
     return Decision(
         method=method,
-        pick=chosen["pick"],
-        merge=chosen["merge"],
+        pick=_int_or_none(data.get("gold_pick")),
+        merge=merge,
         edited=posted_payload(workflow, data, project=project) if method == GoldMethod.EDIT else None,
         note=data.get("gold_note", ""),
         seen=data.get("gold_seen"),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _decide_refused(
@@ -400,6 +454,7 @@ urlpatterns: list[URLPattern] = [
     path("projects/<int:project_id>/review/", review_queue, name="review_queue"),
     path("projects/<int:project_id>/review/accept-unanimous", review_accept_unanimous, name="review_accept_unanimous"),
     path("projects/<int:project_id>/review/refresh", review_queue_refresh, name="review_queue_refresh"),
+    path("projects/<int:project_id>/review/jobs/<int:job_id>/", review_job, name="review_job"),
     path("projects/<int:project_id>/review/<int:project_item_id>/", review_item, name="review_item"),
     path("projects/<int:project_id>/review/<int:project_item_id>/decide", review_decide, name="review_decide"),
     path("projects/<int:project_id>/review/<int:project_item_id>/reopen", review_reopen, name="review_reopen"),

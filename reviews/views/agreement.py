@@ -1,6 +1,7 @@
 """A project's agreement page and its CSV download, for reviewers and leads.
 
-Computed on request from the submitted annotations (``reviews.selectors.agreement``): the
+Computed on request from the submitted annotations (``reviews.selectors.agreement``), and
+kept in Django's cache until the project's labels change (``project_agreement_cached``): the
 figures of every label field with 95% bootstrap intervals, a confusion-matrix heatmap per
 pair of raters and each annotator against the majority and the adjudicated label. Reviewers
 see annotators under pseudonyms unless the project lets them see names.
@@ -30,8 +31,8 @@ from reviews.selectors.agreement import (
     FieldReport,
     ProjectAgreement,
     RatingsFilter,
-    project_agreement,
-    project_item_splits,
+    project_agreement_cached,
+    project_item_splits_cached,
 )
 
 # The page's bootstrap: all 1,000 resamples, as the command, so both give the same intervals
@@ -89,9 +90,9 @@ class _Computed:
 
 def _compute(request: AuthenticatedHttpRequest, project_id: int) -> _Computed:
     project = project_get_for_user(request.user, project_id, role=Role.REVIEWER)
-    form = AgreementFilterForm(request.GET or None, splits=project_item_splits(project))
+    form = AgreementFilterForm(request.GET or None, splits=project_item_splits_cached(project))
     names_shown = _sees_names(request.user, project)
-    agreement = project_agreement(
+    agreement = project_agreement_cached(
         project, form.filters(), reveal_names=names_shown, resamples=PAGE_RESAMPLES, seed=PAGE_SEED
     )
     return _Computed(project, form, agreement, names_shown)

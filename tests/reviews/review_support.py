@@ -9,12 +9,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.test import TestCase
 from django.utils import timezone
 
 from accounts.models import User
 from annotation.models import Annotation, AnnotationStatus, Project, ProjectItem
 from annotation.services.queue import annotation_submit
+from reviews.models import GoldMethod, GoldRecord
+from reviews.services.adjudication import Decision, gold_decide
 from tests.annotation.workbench_support import spiqa_keep, spiqa_project
+from tests.factories import UserFactory
 
 
 def review_project(
@@ -84,3 +88,40 @@ def discard(project_item: ProjectItem, *reasons: str, **changes: Any) -> dict[st
 def modified(project_item: ProjectItem, question: str, **changes: Any) -> dict[str, Any]:
     """A valid "keep, modified" payload with a new question."""
     return keep(project_item, modify="yes", modified_question=question, **changes)
+
+
+def first_annotation(project_item: ProjectItem) -> Annotation:
+    """The item's first submitted annotation (the one a pick of "annotation 1" takes)."""
+    record = (
+        Annotation.objects.filter(project_item=project_item, status=AnnotationStatus.SUBMITTED)
+        .order_by("submitted_at", "pk")
+        .first()
+    )
+    assert record is not None
+    return record
+
+
+class ReviewTestCase(TestCase):
+    """A lead, a reviewer and three annotators, and SPIQA filtering projects they work on."""
+
+    lead: User
+    reviewer: User
+    ann: list[User]
+
+    @classmethod
+    def setUpTestData(cls) -> None:
+        cls.lead = UserFactory.create(username="review-lead")
+        cls.reviewer = UserFactory.create(username="review-reviewer")
+        cls.ann = [UserFactory.create(username=f"review-annotator-{n}") for n in range(3)]
+
+    def project(self, **settings: Any) -> Project:
+        return review_project(lead=self.lead, annotators=tuple(self.ann), **settings)
+
+    def decide(self, project: Project, project_item: ProjectItem, decision: Decision) -> GoldRecord:
+        return gold_decide(project=project, project_item_id=project_item.pk, reviewer=self.reviewer, decision=decision)
+
+    def pick_first(self, project: Project, project_item: ProjectItem) -> GoldRecord:
+        """The reviewer decides the item by picking its first submitted annotation."""
+        return self.decide(
+            project, project_item, Decision(method=GoldMethod.PICK, pick=first_annotation(project_item).pk)
+        )

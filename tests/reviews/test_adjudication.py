@@ -4,12 +4,10 @@ reopening with history, auto-accept and flags, on whichever database the tests r
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from django.test import TestCase
 from django.utils import timezone
 
-from accounts.models import User
 from annotation.errors import ApplicationError
 from annotation.models import Annotation, AnnotationStatus, Project, ProjectItem
 from annotation.services.flags import annotation_flag, annotation_unflag
@@ -27,31 +25,24 @@ from reviews.selectors.gold import (
     stale_item_ids,
 )
 from reviews.services.adjudication import (
-    BatchOutcome,
     Decision,
     gold_accept_unanimous,
-    gold_decide,
     gold_reopen,
     review_states_refresh_stale,
 )
-from tests.factories import UserFactory
-from tests.reviews.review_support import discard, hold, items_of, keep, modified, review_project, submit
+from tests.reviews.review_support import (
+    ReviewTestCase,
+    discard,
+    hold,
+    items_of,
+    keep,
+    modified,
+    review_project,
+    submit,
+)
 
 
-class AdjudicationTestCase(TestCase):
-    lead: User
-    reviewer: User
-    ann: list[User]
-
-    @classmethod
-    def setUpTestData(cls) -> None:
-        cls.lead = UserFactory.create(username="review-lead")
-        cls.reviewer = UserFactory.create(username="review-reviewer")
-        cls.ann = [UserFactory.create(username=f"review-annotator-{n}") for n in range(3)]
-
-    def project(self, **settings: Any) -> Project:
-        return review_project(lead=self.lead, annotators=tuple(self.ann), **settings)
-
+class AdjudicationTestCase(ReviewTestCase):
     def queue_ids(self, project: Project, queue_filter: str = QueueFilter.TO_REVIEW) -> list[int]:
         count = next(count.count for count in review_queue_counts(project) if count.key == queue_filter)
         _, states = review_queue_page(project, queue_filter=queue_filter, page_number=None, count=count)
@@ -59,9 +50,6 @@ class AdjudicationTestCase(TestCase):
 
     def counts(self, project: Project) -> dict[str, int]:
         return {count.key: count.count for count in review_queue_counts(project)}
-
-    def decide(self, project: Project, project_item: ProjectItem, decision: Decision) -> GoldRecord:
-        return gold_decide(project=project, project_item_id=project_item.pk, reviewer=self.reviewer, decision=decision)
 
 
 class ComparisonRuleTests(TestCase):
@@ -129,7 +117,7 @@ class QueueContentTests(AdjudicationTestCase):
         for item in (first, second):
             chosen = submit(item, self.ann[0], keep(item))
             submit(item, self.ann[1], discard(item))
-        self.decide(project, first, Decision(method=GoldMethod.PICK, pick=_first_annotation(first).pk))
+        self.pick_first(project, first)
         self.assertEqual(self.queue_ids(project), [second.pk])
         self.assertEqual(self.queue_ids(project, QueueFilter.DECIDED), [first.pk])
         gold_reopen(project=project, project_item_id=first.pk, lead=self.lead)
@@ -164,19 +152,9 @@ class QueueContentTests(AdjudicationTestCase):
         ReviewState.objects.filter(project_item=first).update(submitted_count=2, disagrees=False)
         ProjectItem.objects.filter(pk=first.pk).update(submitted_count=3)
         self.assertEqual(stale_item_ids(project), [first.pk])
-        self.assertEqual(review_states_refresh_stale(project=project), BatchOutcome(1, more=False))
+        self.assertEqual(review_states_refresh_stale(project=project), 1)
         self.assertEqual(stale_item_ids(project), [])
         self.assertEqual(self.queue_ids(project), [first.pk])
-
-
-def _first_annotation(project_item: ProjectItem) -> Annotation:
-    record = (
-        Annotation.objects.filter(project_item=project_item, status=AnnotationStatus.SUBMITTED)
-        .order_by("submitted_at", "pk")
-        .first()
-    )
-    assert record is not None
-    return record
 
 
 class DecideTests(AdjudicationTestCase):
@@ -372,11 +350,11 @@ class AutoAcceptTests(AdjudicationTestCase):
         submit(disagree, self.ann[0], keep(disagree))
         submit(disagree, self.ann[1], discard(disagree))
         self.assertFalse(GoldRecord.objects.exists())
-        self.decide(project, reopened, Decision(method=GoldMethod.PICK, pick=_first_annotation(reopened).pk))
+        self.pick_first(project, reopened)
         gold_reopen(project=project, project_item_id=reopened.pk, lead=self.lead)
-        self.assertEqual(gold_accept_unanimous(project=project), BatchOutcome(1, more=False))
+        self.assertEqual(gold_accept_unanimous(project=project), 1)
         self.assertEqual(list(gold_records_live(project).values_list("project_item", "method")), [(agree.pk, "auto")])
-        self.assertEqual(gold_accept_unanimous(project=project), BatchOutcome(0, more=False))
+        self.assertEqual(gold_accept_unanimous(project=project), 0)
         self.assertEqual(GoldRevision.objects.filter(action=GoldAction.AUTO).count(), 1)
 
     def test_calibration_items_without_a_capacity_are_never_accepted_automatically(self) -> None:
@@ -388,9 +366,9 @@ class AutoAcceptTests(AdjudicationTestCase):
         for annotator in self.ann:
             submit(item, annotator, keep(item))
         self.assertFalse(GoldRecord.objects.exists())
-        self.assertEqual(gold_accept_unanimous(project=project).done, 0)
+        self.assertEqual(gold_accept_unanimous(project=project), 0)
 
-    def test_items_completed_before_the_reviews_hooks_are_accepted_a_batch_per_call(self) -> None:
+    def test_items_completed_before_the_reviews_hooks_are_found_and_accepted(self) -> None:
         project = self.project(overlap=2)
         items = items_of(project)
         for item in items:
@@ -409,10 +387,10 @@ class AutoAcceptTests(AdjudicationTestCase):
                     ]
                 )
             ProjectItem.objects.filter(pk=item.pk).update(submitted_count=2)
-        self.assertEqual(review_states_refresh_stale(project=project, limit=2), BatchOutcome(2, more=True))
-        self.assertEqual(review_states_refresh_stale(project=project, limit=2), BatchOutcome(1, more=False))
-        self.assertEqual(gold_accept_unanimous(project=project, limit=2), BatchOutcome(2, more=True))
-        self.assertEqual(gold_accept_unanimous(project=project, limit=2), BatchOutcome(1, more=False))
+        self.assertEqual(review_states_refresh_stale(project=project), 3)
+        self.assertEqual(review_states_refresh_stale(project=project), 0)
+        self.assertEqual(gold_accept_unanimous(project=project), 3)
+        self.assertEqual(gold_accept_unanimous(project=project), 0)
         self.assertEqual(gold_records_live(project).count(), 3)
         self.assertEqual(ProjectItem.objects.filter(project=project, locked_at__isnull=True).count(), 0)
 

@@ -1,8 +1,10 @@
-"""Review pages: the queue, one item, deciding, reopening, accepting unanimous items and the
-workbench's flag; who may see and do what; query counts."""
+"""Review pages: the queue, one item, deciding, reopening, the lead's jobs (accepting
+unanimous items, bringing the queue up to date) and the workbench's flag; who may see and do
+what; query counts. The jobs themselves are tested in test_review_jobs.py."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db import connection
@@ -13,16 +15,18 @@ from django.urls import reverse
 from accounts.models import User
 from annotation.models import Annotation, Project, ProjectItem, ProjectMembership, Role
 from reviews.models import GoldMethod, GoldRecord, GoldRevision
+from reviews.models.gold import ReviewJob, ReviewJobKind, ReviewJobStatus
 from reviews.selectors.gold import QUEUE_PER_PAGE
-from reviews.services.adjudication import Decision, gold_decide
+from reviews.services.adjudication import Decision, gold_decide, review_job_run
 from tests.annotation.workbench_support import qascore_full_marks, qascore_project
 from tests.factories import UserFactory
 from tests.reviews.review_support import discard, hold, items_of, keep, modified, review_project, submit
 
 HTMX = {"HX-Request": "true"}
 # Session, user, membership with project, the filter counts (one query, the page's count among
-# them), the page's ids, the page's rows, the lead check.
-QUEUE_QUERIES = 7
+# them), the page's ids, the page's rows, the lead check; the whole page adds the lead's jobs.
+QUEUE_TABLE_QUERIES = 7
+QUEUE_QUERIES = QUEUE_TABLE_QUERIES + 1
 
 
 class ReviewViewTestCase(TestCase):
@@ -109,7 +113,7 @@ class QueuePageTests(ReviewViewTestCase):
             response = self.client.get(url)
         self.assertContains(response, "Page 1 of 2")
         self.assertEqual(len(response.context["rows"]), QUEUE_PER_PAGE)
-        with self.assertNumQueries(QUEUE_QUERIES):
+        with self.assertNumQueries(QUEUE_TABLE_QUERIES):
             self.client.get(url, {"page": 2}, headers=HTMX)
 
 
@@ -276,6 +280,7 @@ class ReopenAndAcceptViewTests(ReviewViewTestCase):
         self.client.force_login(self.outsider)
         self.assertEqual(self.client.post(self.url("review_accept_unanimous")).status_code, 404)
         self.assertEqual(self.client.post(self.url("review_queue_refresh")).status_code, 404)
+        self.assertFalse(ReviewJob.objects.exists())
 
     def test_reviewers_cannot_reopen_and_get_is_not_allowed(self) -> None:
         self.client.force_login(self.reviewer)
@@ -286,7 +291,7 @@ class ReopenAndAcceptViewTests(ReviewViewTestCase):
         self.assertEqual(self.client.post(self.url("review_reopen", self.item.pk)).status_code, 404)
         self.assertIsNone(GoldRecord.objects.get().reopened_at)
 
-    def test_accept_unanimous_now_is_for_leads(self) -> None:
+    def test_accept_unanimous_now_is_for_leads_and_runs_as_a_job_the_page_follows(self) -> None:
         agree = items_of(self.review)[1]
         for annotator in self.ann:
             submit(agree, annotator, keep(agree))
@@ -294,10 +299,75 @@ class ReopenAndAcceptViewTests(ReviewViewTestCase):
         self.assertEqual(self.client.post(self.url("review_accept_unanimous")).status_code, 403)
         self.client.force_login(self.lead)
         response = self.client.post(self.url("review_accept_unanimous"), follow=True)
-        self.assertContains(response, "Accepted 1 unanimous item as gold.")
-        response = self.client.post(self.url("review_accept_unanimous"), follow=True)
-        self.assertContains(response, "No item is waiting")
+        self.assertContains(response, "Accepting unanimous items as gold")
+        job = ReviewJob.objects.get()
+        self.assertEqual((job.kind, job.status, job.created_by), (ReviewJobKind.ACCEPT_UNANIMOUS, "queued", self.lead))
+        self.assertContains(response, f'hx-get="{self.url("review_job", job.pk)}" hx-trigger="every 1s"')
+        self.assertFalse(GoldRecord.objects.filter(method=GoldMethod.AUTO).exists())
+
+        review_job_run(job_id=job.pk)
+        page = self.client.get(self.url("review_queue"))
+        self.assertContains(page, "Accepted 1 unanimous item as gold")
+        self.assertNotContains(page, 'hx-trigger="every 1s"')
+        # The panel works by htmx attributes alone: the CSP allows no inline script or style.
+        self.assertNotRegex(page.content.decode(), r"<script(?![^>]*\bsrc=)|style=|hx-on")
         self.assertEqual(GoldRecord.objects.filter(method=GoldMethod.AUTO).count(), 1)
+
+    def test_pressing_again_while_a_job_waits_joins_it_and_once_done_starts_another(self) -> None:
+        self.client.force_login(self.lead)
+        self.client.post(self.url("review_accept_unanimous"))
+        self.client.post(self.url("review_accept_unanimous"))
+        job = ReviewJob.objects.get()
+        review_job_run(job_id=job.pk)
+        response = self.client.post(self.url("review_accept_unanimous"), follow=True)
+        self.assertEqual(ReviewJob.objects.count(), 2)
+        self.assertContains(response, "Queued")
+        job.refresh_from_db()
+        self.assertEqual((job.status, job.changed_count), (ReviewJobStatus.DONE, 0))
+
+    def test_with_htmx_a_button_swaps_in_the_jobs_progress_panel(self) -> None:
+        self.client.force_login(self.lead)
+        response = self.client.post(self.url("review_queue_refresh"), headers=HTMX)
+        job = ReviewJob.objects.get()
+        self.assertEqual(job.kind, ReviewJobKind.REFRESH)
+        self.assertContains(response, 'id="review-job-refresh"')
+        self.assertContains(response, f'hx-get="{self.url("review_job", job.pk)}"')
+        self.assertNotContains(response, "<html")
+
+    def test_the_progress_panel_polls_while_the_job_runs_and_says_when_it_is_done(self) -> None:
+        job = ReviewJob.objects.create(
+            project=self.review, kind=ReviewJobKind.ACCEPT_UNANIMOUS, status="running", progress_total=40
+        )
+        ReviewJob.objects.filter(pk=job.pk).update(progress_done=10, changed_count=4)
+        self.client.force_login(self.reviewer)
+        running = self.client.get(self.url("review_job", job.pk), headers=HTMX)
+        self.assertContains(running, 'hx-trigger="every 1s"')
+        self.assertContains(running, "10 of 40 items looked at; 4 accepted so far.")
+        self.assertNotIn("HX-Trigger", running.headers)
+        ReviewJob.objects.filter(pk=job.pk).update(status="done", progress_done=40, changed_count=9)
+        done = self.client.get(self.url("review_job", job.pk), headers=HTMX)
+        self.assertContains(done, "Accepted 9 unanimous items as gold")
+        self.assertNotContains(done, "every 1s")
+        self.assertEqual(json.loads(done.headers["HX-Trigger"]), {"review-job-finished": {}})
+        without_htmx = self.client.get(self.url("review_job", job.pk))
+        self.assertRedirects(without_htmx, self.url("review_queue"), fetch_redirect_response=False)
+
+    def test_a_job_of_another_project_is_not_found_and_outsiders_see_no_job(self) -> None:
+        other = review_project(lead=self.lead, annotators=tuple(self.ann))
+        foreign = ReviewJob.objects.create(project=other, kind=ReviewJobKind.REFRESH)
+        self.client.force_login(self.lead)
+        self.assertEqual(self.client.get(self.url("review_job", foreign.pk), headers=HTMX).status_code, 404)
+        own = ReviewJob.objects.create(project=self.review, kind=ReviewJobKind.REFRESH)
+        self.client.force_login(self.outsider)
+        self.assertEqual(self.client.get(self.url("review_job", own.pk), headers=HTMX).status_code, 404)
+        self.client.force_login(self.ann[0])
+        self.assertEqual(self.client.get(self.url("review_job", own.pk), headers=HTMX).status_code, 403)
+
+    def test_the_queue_table_reloads_when_a_job_finishes(self) -> None:
+        self.client.force_login(self.lead)
+        page = self.client.get(self.url("review_queue"), {"filter": "flagged"})
+        self.assertContains(page, 'hx-trigger="review-job-finished from:body" hx-target="#queue-table"')
+        self.assertContains(page, f'hx-get="{self.url("review_queue")}?filter=flagged"')
 
     def test_a_lead_brings_the_queue_up_to_date_after_a_bulk_import(self) -> None:
         item = items_of(self.review)[1]
@@ -309,13 +379,14 @@ class ReopenAndAcceptViewTests(ReviewViewTestCase):
                 for annotator, payload in ((self.ann[0], keep(item)), (self.ann[1], discard(item)))
             ]
         )
-        ProjectItem.objects.filter(pk=item.pk).update(submitted_count=2)
         self.client.force_login(self.reviewer)
         self.assertNotContains(self.client.get(self.url("review_queue")), self.url("review_item", item.pk))
         self.assertEqual(self.client.post(self.url("review_queue_refresh")).status_code, 403)
         self.client.force_login(self.lead)
-        response = self.client.post(self.url("review_queue_refresh"), follow=True)
-        self.assertContains(response, "Brought 1 item of the queue up to date.")
+        self.client.post(self.url("review_queue_refresh"))
+        review_job_run(job_id=ReviewJob.objects.get().pk)
+        response = self.client.get(self.url("review_queue"))
+        self.assertContains(response, "Brought the review queue up to date: 3 items looked at")
         self.assertContains(response, self.url("review_item", item.pk))
 
 

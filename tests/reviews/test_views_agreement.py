@@ -1,21 +1,35 @@
-"""The agreement page and its CSV: who may see them, what they show, and that imported text stays text."""
+"""The agreement page and its CSV: who may see them, what they show, that imported text stays
+text, and that a report is served from the cache only while the project's labels stay the same."""
 
 from __future__ import annotations
 
 import csv
 import io
 import re
+import tempfile
+from typing import Any
 
-from django.test import TestCase
+from django.core.cache import cache
+from django.core.cache.backends.base import BaseCache
+from django.test import TestCase, override_settings
 from django.urls import reverse
+from django.utils import timezone
 
 from accounts.models import User
-from annotation.models import Figure, Project, ProjectItem, ProjectMembership, Role
+from annotation.models import Annotation, Figure, Project, ProjectItem, ProjectMembership, Role
 from reviews.charts import Bar, BarGroup, bars_svg, heat_colour, heatmap_svg
 from reviews.views.agreement import CSV_HEADER
 from tests.base import CastTestCase
-from tests.factories import UserFactory
-from tests.reviews.agreement_project_support import annotate, items_of, scored_project, spiqa_keep, spiqa_project
+from tests.factories import QAItemFactory, UserFactory
+from tests.reviews.agreement_project_support import (
+    annotate,
+    gold,
+    items_of,
+    score,
+    scored_project,
+    spiqa_keep,
+    spiqa_project,
+)
 
 SCORES = [
     [1.0, 1.0, 0.5],
@@ -39,6 +53,11 @@ class AgreementPageTestCase(CastTestCase):
         cls.rated, cls.people = scored_project(cls.lead, SCORES)
         for user, role in ((cls.annotator, Role.ANNOTATOR), (cls.reviewer, Role.REVIEWER), (cls.lead, Role.LEAD)):
             ProjectMembership.objects.get_or_create(project=cls.rated, user=user, defaults={"role": role})
+
+    def setUp(self) -> None:
+        super().setUp()
+        # Reports stay in the process's cache between tests; each test starts without them.
+        cache.clear()
 
     def page_url(self, project: Project | None = None) -> str:
         return reverse("project_agreement", args=[(project or self.rated).pk])
@@ -148,13 +167,118 @@ class PageContentTestCase(AgreementPageTestCase):
 
     def test_the_query_count_does_not_grow_with_the_project(self) -> None:
         self.client.force_login(self.lead)
-        with self.assertNumQueries(8):
+        with self.assertNumQueries(FIRST_VIEW_QUERIES):
             self.client.get(self.page_url())
         bigger, _ = scored_project(self.lead, SCORES * 4)
         ProjectMembership.objects.create(project=bigger, user=self.reviewer, role=Role.REVIEWER)
         self.client.force_login(self.reviewer)
-        with self.assertNumQueries(8):
+        with self.assertNumQueries(FIRST_VIEW_QUERIES):
             self.client.get(self.page_url(bigger))
+        with self.assertNumQueries(REPEAT_VIEW_QUERIES):
+            self.client.get(self.page_url(bigger))
+
+
+# Session, user, project with membership, the queue's stamp and the splits, names shown, the
+# labels' stamp (two), the ratings, the rater names and the gold labels. A repeat view reads
+# the splits and the report from the cache.
+FIRST_VIEW_QUERIES = 11
+REPEAT_VIEW_QUERIES = FIRST_VIEW_QUERIES - 4
+
+
+class FailingCache(BaseCache):
+    """A cache server that is down."""
+
+    def get(self, key: Any, default: Any = None, version: Any = None) -> Any:
+        raise ConnectionError("the cache is down")
+
+    def set(self, key: Any, value: Any, timeout: Any = None, version: Any = None) -> None:
+        raise ConnectionError("the cache is down")
+
+
+class CacheTestCase(AgreementPageTestCase):
+    def score_cell(self, response: Any) -> str:
+        """The figures of the score field, as the page shows them."""
+        content = response.content.decode()
+        return content[content.index('id="field-score"') : content.index('id="field-no_answer"')]
+
+    def test_a_repeat_view_with_nothing_changed_comes_from_the_cache(self) -> None:
+        self.client.force_login(self.lead)
+        first = self.client.get(self.page_url())
+        with self.assertNumQueries(REPEAT_VIEW_QUERIES):
+            again = self.client.get(self.page_url())
+        self.assertEqual(self.score_cell(again), self.score_cell(first))
+        self.assertContains(again, "15 submitted annotations")
+
+    def test_a_new_submit_an_edit_or_a_gold_label_is_seen_on_the_next_view(self) -> None:
+        self.client.force_login(self.lead)
+        self.client.get(self.page_url())
+        items = items_of(self.rated)
+        newcomer = UserFactory.create(username="late-rater")
+        annotate(items[0], newcomer, score(0.0))
+        self.assertContains(self.client.get(self.page_url()), "16 submitted annotations")
+        edited = Annotation.objects.get(project_item=items[1], annotator=self.people[0])
+        before = self.score_cell(self.client.get(self.page_url()))
+        edited.payload = score(0.0)
+        edited.revision_count += 1
+        edited.save()
+        after_edit = self.client.get(self.page_url())
+        self.assertNotEqual(self.score_cell(after_edit), before)
+        self.assertNotContains(after_edit, "vs adjudicated label: 1.00")
+        gold(items[1], score(0.5))
+        adjudicated = self.client.get(self.page_url())
+        self.assertNotEqual(self.score_cell(adjudicated), self.score_cell(after_edit))
+
+    def test_a_withdrawn_submission_leaves_the_cached_report(self) -> None:
+        self.client.force_login(self.lead)
+        self.client.get(self.page_url())
+        Annotation.objects.filter(pk=Annotation.objects.filter(project=self.rated).order_by("-pk")[0].pk).update(
+            status="skipped", skipped_at=timezone.now()
+        )
+        self.assertContains(self.client.get(self.page_url()), "14 submitted annotations")
+
+    def test_names_and_filters_are_never_served_from_anothers_entry(self) -> None:
+        self.client.force_login(self.lead)
+        named = self.client.get(self.page_url())
+        self.assertContains(named, str(self.people[0]))
+        self.client.force_login(self.reviewer)
+        blind = self.client.get(self.page_url())
+        self.assertNotContains(blind, str(self.people[0]))
+        self.assertContains(blind, "Annotator 1")
+        self.client.force_login(self.lead)
+        self.assertContains(self.client.get(self.page_url() + "?calibration=on"), "0 submitted annotations")
+        self.assertContains(self.client.get(self.page_url()), "15 submitted annotations")
+
+    def test_a_split_new_to_the_project_joins_the_filter(self) -> None:
+        self.client.force_login(self.lead)
+        self.assertNotContains(self.client.get(self.page_url()), "held-out")
+        last = items_of(self.rated)[-1]
+        item = QAItemFactory.create(dataset=self.rated.dataset, paper=None, split="held-out")
+        ProjectItem.objects.create(project=self.rated, item=item, position=last.position + 1, capacity=10)
+        self.assertContains(self.client.get(self.page_url()), '<option value="held-out">held-out</option>', html=True)
+
+    def test_the_csv_shares_the_pages_report(self) -> None:
+        self.client.force_login(self.lead)
+        self.client.get(self.page_url())
+        with self.assertNumQueries(REPEAT_VIEW_QUERIES):
+            response = self.client.get(self.csv_url())
+        self.assertEqual(response.status_code, 200)
+
+    def test_a_cache_outside_the_process_keeps_the_report_between_views(self) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            backend = {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": folder}
+            with override_settings(CACHES={"default": backend}):
+                self.client.force_login(self.lead)
+                first = self.client.get(self.page_url())
+                with self.assertNumQueries(REPEAT_VIEW_QUERIES):
+                    again = self.client.get(self.page_url())
+        self.assertEqual(self.score_cell(again), self.score_cell(first))
+
+    def test_a_cache_that_is_down_only_costs_the_computation(self) -> None:
+        failing = {"BACKEND": f"{__name__}.FailingCache"}
+        with override_settings(CACHES={"default": failing}), self.assertLogs("reviews", "WARNING"):
+            self.client.force_login(self.lead)
+            response = self.client.get(self.page_url())
+        self.assertContains(response, "15 submitted annotations")
 
 
 class BlindTestCase(AgreementPageTestCase):

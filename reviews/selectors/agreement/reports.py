@@ -166,6 +166,8 @@ def versus_adjudicated(table: FieldRatings, gold: dict[int, Payload]) -> tuple[t
     Returns one entry per rater (in the engine's order, by name) and the number of rated
     items with an adjudicated label; no entries when nothing is adjudicated.
     """
+    if not gold:
+        return (), 0
     label_field = table.field
     gold_items = np.fromiter(gold, dtype=np.int64, count=len(gold))
     gold_raw = np.empty(len(gold), dtype=object)
@@ -174,16 +176,16 @@ def versus_adjudicated(table: FieldRatings, gold: dict[int, Payload]) -> tuple[t
     reference = pd.Series(
         _comparable(label_field.level, gold_values[gold_present]), index=gold_items[gold_present], dtype=object
     )
-    reference = reference[~reference.index.duplicated()]
-    matched = reference.reindex(table.items).to_numpy(dtype=object)
-    judged = pd.notna(matched)
-    n_adjudicated = len(np.unique(table.items[judged]))
-    if not n_adjudicated:
+    # Only the ratings of adjudicated items are compared, often a small share of the table.
+    rows = np.flatnonzero(np.isin(table.items, reference.index.to_numpy()))
+    if not len(rows):
         return (), 0
-    agrees = judged & (_comparable(label_field.level, table.values) == matched)
-    raters = sorted(set(table.raters.tolist()))
-    rater_codes = pd.Categorical(table.raters, categories=raters).codes
-    judged_counts = np.bincount(rater_codes[judged], minlength=len(raters))
+    items = table.items[rows]
+    agrees = _comparable(label_field.level, table.values[rows]) == reference.reindex(items).to_numpy(dtype=object)
+    n_adjudicated = len(np.unique(items))
+    raters = sorted(pd.unique(table.raters).tolist())
+    rater_codes = pd.Categorical(table.raters[rows], categories=raters).codes
+    judged_counts = np.bincount(rater_codes, minlength=len(raters))
     agree_counts = np.bincount(rater_codes[agrees], minlength=len(raters))
     return tuple(
         MajorityAgreement(
