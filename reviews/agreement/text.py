@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import unicodedata
 
-import numpy as np
-
 
 def normalise_text(text: str) -> str:
     """Unicode-compatible, case-folded, punctuation as spaces, whitespace collapsed."""
@@ -20,21 +18,36 @@ def normalise_text(text: str) -> str:
 
 
 def edit_distance(first: str, second: str) -> int:
-    """Levenshtein distance (insertions, deletions, substitutions each cost 1)."""
+    """Levenshtein distance (insertions, deletions, substitutions each cost 1).
+
+    Myers' bit-parallel algorithm (J. ACM 46(3), 1999) on Python integers: each character of
+    the shorter text is a bit mask of where it occurs, and every character of the longer text
+    updates the whole column of vertical differences (``plus`` / ``minus``: +1 / -1 steps) in a
+    few integer operations; ``distance`` follows the column's last cell.
+    """
     shorter, longer = sorted((first, second), key=len)
     if not shorter:
         return len(longer)
-    target = np.frombuffer(longer.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
-    columns = np.arange(len(longer) + 1, dtype=np.int64)
-    row = columns.copy()
-    # One vectorised row per character of the shorter text. Insertions chain along the row
-    # (cell j may come from cell j-1 plus one), which is a running minimum of row - column.
-    for index, char in enumerate(shorter, start=1):
-        best = np.empty_like(row)
-        best[0] = index
-        best[1:] = np.minimum(row[:-1] + (target != ord(char)), row[1:] + 1)
-        row = np.minimum.accumulate(best - columns) + columns
-    return int(row[-1])
+    masks: dict[str, int] = {}
+    for index, char in enumerate(shorter):
+        masks[char] = masks.get(char, 0) | (1 << index)
+    full = (1 << len(shorter)) - 1
+    last = 1 << (len(shorter) - 1)
+    plus, minus, distance = full, 0, len(shorter)
+    for char in longer:
+        match = masks.get(char, 0)
+        diagonal = (((match & plus) + plus) ^ plus) | match | minus
+        up = minus | ~(diagonal | plus)
+        down = plus & diagonal
+        if up & last:
+            distance += 1
+        elif down & last:
+            distance -= 1
+        up = ((up << 1) | 1) & full
+        down = (down << 1) & full
+        plus = down | (~(diagonal | up) & full)
+        minus = up & diagonal
+    return distance
 
 
 def normalised_edit_distance(first: str, second: str) -> float:
