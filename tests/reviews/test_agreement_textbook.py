@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from fractions import Fraction
 
 import pytest
@@ -167,6 +168,26 @@ def test_edit_distance_of_kitten_and_sitting_is_three():
     assert edit_distance("flaw", "lawn") == 2
     assert normalised_edit_distance("kitten", "sitting") == pytest.approx(3 / 7)
     assert normalised_edit_distance("", "") == 0.0
+
+
+def _levenshtein_table(first: str, second: str) -> int:
+    """The textbook dynamic programme, one row at a time."""
+    previous = list(range(len(second) + 1))
+    for row, left in enumerate(first, start=1):
+        current = [row]
+        for column, right in enumerate(second, start=1):
+            current.append(min(previous[column] + 1, current[column - 1] + 1, previous[column - 1] + (left != right)))
+        previous = current
+    return previous[-1]
+
+
+def test_edit_distance_equals_the_dynamic_programme_on_random_texts_with_repeats_and_unicode():
+    rng = random.Random(11)
+    alphabet = "abé漢 xy"
+    for _ in range(3000):
+        first = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80)))
+        second = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80)))
+        assert edit_distance(first, second) == _levenshtein_table(first, second), (first, second)
 
 
 def test_text_normalisation_ignores_case_punctuation_and_spacing_but_not_decimal_points():
