@@ -7,15 +7,15 @@ and change state only through the services that own it:
 
 - a decided item is reopened with ``reviews.services.adjudication.gold_reopen``, which keeps
   the decision's history and puts the item back in the review queue;
-- an undecided item reaches the review queue through an annotator's flag
-  (``annotation.services.flags.annotation_flag``) on the earliest submitted record that
-  carries none, with a note naming the lead; the review page shows the note with the flag;
+- an undecided item gets the lead's review request (``reviews.services.requests``), which
+  puts it in the review queue until a reviewer decides it; the review page shows who asked
+  and why;
 - "another annotation" raises the item's capacity by one, here, under the item's lock, and
   moves back the queue position of members who have not annotated the item, so that the
   queue's rule "every entry before a member's position is full or theirs" still holds.
 
 Every action is written to the ``quire.audit`` log with who, what, which item and why; a
-reopening is also a gold revision, a flag a note on the record. Repeating an action changes
+reopening is also a gold revision, a request a row of its own. Repeating an action changes
 nothing: a send-back carries the capacity the lead saw, and an item already in the review
 queue stays as it is.
 """
@@ -30,11 +30,10 @@ from django.db.models import F
 
 from accounts.models import User
 from annotation.errors import ApplicationError
-from annotation.models import Annotation, AnnotationStatus, Project, ProjectItem, ProjectMembership, ReviewScope
-from annotation.services.flags import FLAG_NOTE_LIMIT, annotation_flag
-from reviews.models import GoldRecord, ReviewState
-from reviews.models.gold import QUEUE, QUEUE_ALL
-from reviews.services.adjudication import gold_reopen, review_states_refresh
+from annotation.models import Annotation, Project, ProjectItem, ProjectMembership
+from reviews.models import GoldRecord
+from reviews.services.adjudication import gold_reopen
+from reviews.services.requests import review_request
 
 audit = logging.getLogger("quire.audit")
 
@@ -134,53 +133,31 @@ def project_item_send_back(
 # To adjudication -----------------------------------------------------------------------------
 
 
-def _in_review_queue(project: Project, project_item: ProjectItem) -> bool:
-    states = ReviewState.objects.filter(project_item=project_item)
-    if not states.exists():
-        review_states_refresh(project=project, project_item_ids=[project_item.pk])
-    queue = QUEUE_ALL if project.review_scope == ReviewScope.ALL else QUEUE
-    return states.filter(queue).exists()
-
-
 @transaction.atomic
 def project_item_send_to_adjudication(
     *, project: Project, project_item_id: int, lead: User, reason: str = ""
 ) -> SendOutcome:
-    """Put the item in the review queue: reopen its decision if it has one, else flag it.
-    An item already in the queue stays as it is. The caller checks that ``lead`` leads the
-    project."""
+    """Ask for a reviewer's decision on the item (``reviews.services.requests``): a decided
+    item is reopened, an undecided one gets the lead's review request, which puts it in the
+    review queue and keeps it from automatic acceptance. Asking again while a request is open
+    changes nothing. The caller checks that ``lead`` leads the project."""
     reason = _checked_reason(reason)
-    project_item = _locked_item(project, project_item_id)
-    note = _note(lead, "to adjudication", reason)[:FLAG_NOTE_LIMIT]
-    record = _live_gold(project_item)
-    if record is not None:
-        gold_reopen(project=project, project_item_id=project_item.pk, lead=lead, note=note)
-        _audit_adjudication(project, project_item, lead, f"gold record {record.pk} reopened", reason)
+    note = _note(lead, "to adjudication", reason)
+    outcome = review_request(project=project, project_item_id=project_item_id, lead=lead, note=note)
+    if outcome.reopened:
+        _audit_adjudication(project, project_item_id, lead, "decision reopened", reason)
         return SendOutcome(True, "Sent to adjudication: its decision was reopened and it is in the review queue.")
-    if _in_review_queue(project, project_item):
-        return SendOutcome(False, "Nothing changed: this item is in the review queue already.")
-    flaggable = (
-        Annotation.objects.filter(project_item=project_item, status=AnnotationStatus.SUBMITTED, flagged_at__isnull=True)
-        .select_related("annotator")
-        .order_by("submitted_at", "pk")
-        .first()
-    )
-    if flaggable is None:
-        raise ApplicationError(
-            "Nobody has submitted an annotation of this item yet, so there is nothing to adjudicate; "
-            "send it back to annotation instead.",
-            status=409,
-        )
-    annotation_flag(project=project, project_item_id=project_item.pk, annotator=flaggable.annotator, note=note)
-    _audit_adjudication(project, project_item, lead, f"flag on annotation {flaggable.pk}", reason)
-    return SendOutcome(True, "Sent to adjudication: the item is flagged and in the review queue.")
+    if outcome.request is None:
+        return SendOutcome(False, "Nothing changed: a review of this item was requested already.")
+    _audit_adjudication(project, project_item_id, lead, f"review request {outcome.request.pk}", reason)
+    return SendOutcome(True, "Sent to adjudication: the item is in the review queue until a reviewer decides it.")
 
 
-def _audit_adjudication(project: Project, project_item: ProjectItem, lead: User, how: str, reason: str) -> None:
+def _audit_adjudication(project: Project, project_item_id: int, lead: User, how: str, reason: str) -> None:
     audit.info(
         "send to adjudication: project %s, project item %s, by %s (user %s): %s; reason: %s",
         project.pk,
-        project_item.pk,
+        project_item_id,
         lead,
         lead.pk,
         how,

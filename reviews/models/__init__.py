@@ -1,8 +1,20 @@
-"""The reviews app's models: gold records and their history, and the review queue's state."""
+"""The reviews app's models: gold records and their history, the review queue's state, lead
+requests and bulk jobs, and gold snapshots."""
 
 from __future__ import annotations
 
-from reviews.models.gold import GoldAction, GoldMethod, GoldRecord, GoldRevision, ReviewDecision, ReviewState
+from reviews.models.gold import (
+    GoldAction,
+    GoldMethod,
+    GoldRecord,
+    GoldRevision,
+    ReviewDecision,
+    ReviewJob,
+    ReviewJobKind,
+    ReviewJobStatus,
+    ReviewRequest,
+    ReviewState,
+)
 from reviews.models.snapshots import GoldSnapshot, GoldSnapshotFile, SnapshotItem, SnapshotPaper, SnapshotStatus
 
 __all__ = [
@@ -13,6 +25,10 @@ __all__ = [
     "GoldSnapshot",
     "GoldSnapshotFile",
     "ReviewDecision",
+    "ReviewJob",
+    "ReviewJobKind",
+    "ReviewJobStatus",
+    "ReviewRequest",
     "ReviewState",
     "SnapshotItem",
     "SnapshotPaper",

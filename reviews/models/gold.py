@@ -107,7 +107,7 @@ class ReviewDecision(models.TextChoices):
 # are declared with these same conditions, so PostgreSQL can prove a query's WHERE implies an
 # index's predicate and read each filter (and count it) from its own small index.
 UNDECIDED = ~Q(decision=ReviewDecision.DECIDED)
-NEEDS_REVIEW = Q(disagrees=True) | Q(flag_count__gt=0) | Q(decision=ReviewDecision.REOPENED)
+NEEDS_REVIEW = Q(disagrees=True) | Q(flag_count__gt=0) | Q(requested=True) | Q(decision=ReviewDecision.REOPENED)
 QUEUE = UNDECIDED & NEEDS_REVIEW
 # With review_scope "all", every item with two or more submitted annotations joins the queue.
 QUEUE_ALL = UNDECIDED & (NEEDS_REVIEW | Q(submitted_count__gte=2))
@@ -131,6 +131,10 @@ class ReviewState(models.Model):
         default=False, help_text="At least two submitted annotations, equal on every label field."
     )
     flag_count = models.PositiveSmallIntegerField(default=0)
+    # Not derived from the annotations: rewriting a state from them leaves it as it is.
+    requested = models.BooleanField(
+        default=False, db_default=False, help_text="A lead asked for a decision (an open ReviewRequest)."
+    )
     decision = models.CharField(max_length=20, choices=ReviewDecision.choices, default=ReviewDecision.NONE)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -146,7 +150,7 @@ class ReviewState(models.Model):
             # Accept unanimous now: the undecided unanimous items of a project.
             models.Index(
                 fields=["project", "project_item"],
-                condition=Q(unanimous=True, flag_count=0, decision=ReviewDecision.NONE),
+                condition=Q(unanimous=True, flag_count=0, requested=False, decision=ReviewDecision.NONE),
                 name="review_unanimous_idx",
             ),
         ]
@@ -157,6 +161,34 @@ class ReviewState(models.Model):
     @property
     def flagged(self) -> bool:
         return self.flag_count > 0
+
+
+class ReviewRequest(models.Model):
+    """A lead's request that reviewers decide an item, with who asked, when and why (e.g. an
+    answer the LLM judge and the annotators disagree on, sent from the judge comparison). It
+    puts the item in the review queue (``ReviewState.requested``) whatever its annotations say,
+    keeps it from automatic acceptance, and is closed by the item's next decision."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    project_item = models.ForeignKey(ProjectItem, on_delete=models.CASCADE, related_name="review_requests")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True, help_text="When a decision answered it.")
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            # One open request per item: asking again adds nothing.
+            models.UniqueConstraint(
+                fields=["project_item"], condition=Q(closed_at__isnull=True), name="review_request_open_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"review request {self.pk} on item {self.project_item_id}"
 
 
 class ReviewJobKind(models.TextChoices):

@@ -34,7 +34,7 @@ from annotation.selectors.workbench import text_diff_html
 from annotation.workflows import get_workflow
 from annotation.workflows.base import Payload, Workflow
 from reviews.agreement.text import normalise_text
-from reviews.models import GoldRecord, GoldRevision, ReviewDecision, ReviewState
+from reviews.models import GoldRecord, GoldRevision, ReviewDecision, ReviewRequest, ReviewState
 from reviews.models.gold import (
     DECIDED,
     DISAGREEING,
@@ -481,3 +481,10 @@ def gold_history(record: GoldRecord | None) -> list[GoldRevision]:
     if record is None:
         return []
     return list(record.revisions.select_related("actor").order_by("-number"))
+
+
+def open_review_requests(project_item: ProjectItem) -> list[ReviewRequest]:
+    """The leads' requests for a decision on the item that no decision has answered yet."""
+    return list(
+        ReviewRequest.objects.filter(project_item=project_item, closed_at__isnull=True).select_related("requested_by")
+    )

@@ -49,7 +49,7 @@ from annotation.errors import ApplicationError
 from annotation.models import Annotation, AnnotationStatus, Project, ProjectItem
 from annotation.workflows import get_workflow
 from annotation.workflows.base import Payload, PayloadInvalid
-from reviews.models import GoldAction, GoldMethod, GoldRecord, GoldRevision, ReviewDecision, ReviewState
+from reviews.models import GoldAction, GoldMethod, GoldRecord, GoldRevision, ReviewDecision, ReviewRequest, ReviewState
 from reviews.models.gold import ACTIVE_JOB, ReviewJob, ReviewJobKind, ReviewJobStatus
 from reviews.selectors.gold import (
     ItemState,
@@ -392,6 +392,9 @@ def _store(
     _revision(record, action=action, actor=actor, note=note, sources=sources, now=now)
     ProjectItem.objects.filter(pk=project_item.pk).update(locked_at=now, locked_by=actor)
     _set_decision(project, project_item, ReviewDecision.DECIDED)
+    # The decision answers any lead's request for one.
+    ReviewRequest.objects.filter(project_item=project_item, closed_at__isnull=True).update(closed_at=now)
+    ReviewState.objects.filter(project_item=project_item, requested=True).update(requested=False)
     return record
 
 
@@ -487,6 +490,13 @@ def _auto_accept(project: Project, states: Iterable[_State], *, now: datetime) -
     }
     if not waiting:
         return 0
+    # A lead asked for a reviewer's decision on these: they wait for one.
+    for pk in ReviewState.objects.filter(project_item_id__in=waiting, requested=True).values_list(
+        "project_item_id", flat=True
+    ):
+        del waiting[pk]
+    if not waiting:
+        return 0
     capacities = ProjectItem.objects.filter(pk__in=waiting).values_list("pk", "capacity")
     return _accept(project, [pk for pk, capacity in capacities if _qualifies(waiting[pk], capacity)], now=now)
 
@@ -548,11 +558,12 @@ def _accept(project: Project, full: list[int], *, now: datetime) -> int:
 
 def acceptable_states(project: Project) -> QuerySet[ReviewState]:
     """The project's items that qualify for automatic acceptance (module docstring), by their
-    states: unanimous, complete, not flagged, never decided."""
+    states: unanimous, complete, not flagged or requested for review, never decided."""
     return ReviewState.objects.filter(
         project=project,
         unanimous=True,
         flag_count=0,
+        requested=False,
         decision=ReviewDecision.NONE,
         project_item__capacity__isnull=False,
         submitted_count__gte=F("project_item__capacity"),

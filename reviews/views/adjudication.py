@@ -330,6 +330,7 @@ def _render_item(
         "changes": _text_changes(form, workflow.initial(view)),
         "shown": shown,
         "flags": [(names.get(record_.pk, _unnamed(project, record_)), record_) for record_ in flagged],
+        "requests": selectors.open_review_requests(project_item),
         "compared": [
             (row, chosen["merge"].get(row.name, row.common_annotation_id))
             for row in selectors.compare_annotations(workflow, project, shown)

@@ -41,7 +41,8 @@ from reviews.charts import (
     heatmap_svg,
     histogram_svg,
 )
-from reviews.models import GoldRecord, ReviewState
+from reviews.models import GoldRecord, ReviewRequest, ReviewState
+from reviews.models.gold import QUEUE
 from tests.base import CastTestCase
 from tests.evaluation.compare_pages_support import (
     GOLD,
@@ -445,20 +446,20 @@ class SendToAdjudicationTests(ComparePageTestCase):
         self.client.force_login(self.lead)
         return self.client.post(self.url("compare_send_to_adjudication", project_item.pk), data)
 
-    def test_an_undecided_unanimous_item_is_flagged_into_the_review_queue_once(self) -> None:
+    def test_an_undecided_unanimous_item_is_requested_into_the_review_queue_once(self) -> None:
         item = self.judged.items[5]  # 0 / 0 / 0: nobody disagrees, so it is not in the queue yet
-        self.assertFalse(ReviewState.objects.get(project_item=item).flag_count)
+        self.assertFalse(ReviewState.objects.get(project_item=item).requested)
         with self.assertLogs("quire.audit", "INFO"):
             response = self.post(item, reason="judge gives 0.1 but check")
         self.assertEqual(response.status_code, 302)
-        state = ReviewState.objects.get(project_item=item)
-        self.assertEqual(state.flag_count, 1)
-        flagged = Annotation.objects.get(project_item=item, flagged_at__isnull=False)
-        self.assertIn(str(self.lead), flagged.flag_note)
-        self.assertIn("judge gives 0.1 but check", flagged.flag_note)
+        self.assertTrue(ReviewState.objects.filter(QUEUE, project_item=item).exists())
+        request = ReviewRequest.objects.get(project_item=item)
+        self.assertEqual(request.requested_by, self.lead)
+        self.assertIn("judge gives 0.1 but check", request.note)
+        # The request is the lead's own: no annotator's record is flagged in their name.
+        self.assertFalse(Annotation.objects.filter(project_item=item, flagged_at__isnull=False).exists())
         self.post(item)
-        self.assertEqual(Annotation.objects.filter(project_item=item, flagged_at__isnull=False).count(), 1)
-        self.assertEqual(Annotation.objects.get(pk=flagged.pk).flag_note, flagged.flag_note)
+        self.assertEqual(ReviewRequest.objects.filter(project_item=item).count(), 1)
 
     def test_a_decided_item_is_reopened_into_the_queue(self) -> None:
         item = self.judged.items[2]
@@ -467,22 +468,15 @@ class SendToAdjudicationTests(ComparePageTestCase):
         self.assertIsNotNone(record.reopened_at)
         self.assertEqual(ReviewState.objects.get(project_item=item).decision, "reopened")
 
-    def test_an_item_that_disagrees_is_in_the_queue_already(self) -> None:
+    def test_asking_twice_says_the_review_was_requested_already(self) -> None:
         item = self.judged.items[3]
         self.client.force_login(self.lead)
-        response = self.client.post(
-            self.url("compare_send_to_adjudication", item.pk), {}, headers={"HX-Request": "true"}
-        )
-        self.assertContains(response, "in the review queue already")
+        url = self.url("compare_send_to_adjudication", item.pk)
+        first = self.client.post(url, {}, headers={"HX-Request": "true"})
+        self.assertContains(first, "in the review queue until a reviewer decides it")
+        second = self.client.post(url, {}, headers={"HX-Request": "true"})
+        self.assertContains(second, "a review of this item was requested already")
         self.assertFalse(Annotation.objects.filter(project_item=item, flagged_at__isnull=False).exists())
-
-    def test_an_item_nobody_submitted_is_refused_with_a_reason(self) -> None:
-        fresh = judged_project(lead=self.lead, annotators=[self.annotator], labels=[[None], [1.0]])
-        judge_run(fresh, judge="l3score", scores=[0.3, 0.9])
-        self.client.force_login(self.lead)
-        url = reverse("compare_send_to_adjudication", args=[fresh.project.pk, fresh.items[0].pk])
-        response = self.client.post(url, {}, follow=True)
-        self.assertContains(response, "Nobody has submitted an annotation of this item yet")
 
     def test_outsiders_and_annotators_are_refused(self) -> None:
         item = self.judged.items[5]
@@ -491,7 +485,7 @@ class SendToAdjudicationTests(ComparePageTestCase):
         for user, status in ((self.outsider, 404), (self.annotator, 403)):
             self.client.force_login(user)
             self.assertEqual(self.client.post(self.url("compare_send_to_adjudication", item.pk)).status_code, status)
-        self.assertFalse(ReviewState.objects.get(project_item=item).flag_count)
+        self.assertFalse(ReviewRequest.objects.exists())
 
     def test_a_later_annotation_after_a_send_back_lands_in_the_comparison(self) -> None:
         item = self.judged.items[5]

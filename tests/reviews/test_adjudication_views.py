@@ -168,8 +168,9 @@ class ItemPageTests(ReviewViewTestCase):
 
 
 # Session, user, membership with project, the item, its annotations, the gold record, the
-# workflow's item view (figures, other questions, evidence) and the lead check.
-ITEM_QUERIES = 10
+# workflow's item view (figures, other questions, evidence), the open review requests and the
+# lead check.
+ITEM_QUERIES = 11
 
 
 class DecideViewTests(ReviewViewTestCase):
