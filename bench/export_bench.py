@@ -8,7 +8,13 @@ SPIQA's 88% agreement suggests) and a gold record per item that picks the first 
 payload. Rows are written with INSERT ... SELECT, as the services would write them. Then a
 fresh process takes a snapshot exactly as the Celery job does (``gold_snapshot_create`` +
 ``gold_snapshot_build``: capture, agreement summary, files, card, checksums) and reports its
-wall time, the time of each phase, peak RSS and the files. Prints one JSON line.
+wall time, peak RSS and the files, and for each phase (capture, agreement summary, writing)
+its wall time, the CPU time of this process and of its database server process (read from
+/proc when the server runs on this machine), and the load average before and after it: on a
+shared machine the wall times say little without them. Prints one JSON line.
+
+``--reuse-database`` skips the set-up when the bench database already holds the project (from
+a run with ``--keep-database``); its earlier snapshots are deleted first.
 
 Targets (issue 5): under 60 s and under 1 GB peak RSS.
 """
@@ -25,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_support import database_drop, database_recreate, run_child
+from bench_support import database_drop, database_recreate, database_url, run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DATABASE = "quire_export_bench"
@@ -202,24 +208,32 @@ def run_measure(args: argparse.Namespace) -> None:
     import django
 
     django.setup()
+    from django.db import connection
+
     from accounts.models import User
     from annotation.models import Project
     from reviews.exports import labels
+    from reviews.models import GoldSnapshot
     from reviews.services import exports
 
-    phases: dict[str, float] = {}
-    summary = labels.RatingsAccumulator.summary
-
-    def timed_summary(self: Any, **kwargs: Any) -> Any:
-        began = time.perf_counter()
-        found = summary(self, **kwargs)
-        phases["agreement_seconds"] = round(time.perf_counter() - began, 2)
-        return found
-
-    labels.RatingsAccumulator.summary = timed_summary  # type: ignore[method-assign]
+    if GoldSnapshot.objects.filter(project_id=args.project).delete()[0]:
+        # A reused database: leave the snapshot tables as a run on a fresh one finds them.
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE reviews_snapshotitem, reviews_snapshotlabel, reviews_snapshotpaper")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        server = _ServerProcess(cursor.fetchone()[0])
+    phases: dict[str, dict[str, float | None]] = {}
+    _time_phase(exports, "snapshot_freeze", "capture", phases, server)
+    # The summary runs in a thread of its own, early (at the end of the capture's second
+    # connection) or while the data files are written: its CPU time is the whole process's over
+    # that span.
+    _time_phase(labels.RatingsAccumulator, "summary", "agreement", phases, None)
+    _time_phase(exports, "snapshot_write_data", "write", phases, server)
     project = Project.objects.select_related("dataset").get(pk=args.project)
     lead = User.objects.get(pk=args.lead)
     rss_before = _peak_rss_mb()
+    load_before = os.getloadavg()[0]
     started = time.perf_counter()
     snapshot = exports.gold_snapshot_create(
         project=project,
@@ -231,18 +245,15 @@ def run_measure(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - started
     assert built is not None
     files = {found.name: {"bytes": found.size, "rows": found.row_count} for found in built.files.all()}
-    assert built.started_at is not None
-    assert built.captured_at is not None
-    assert built.finished_at is not None
     print(
         json.dumps(
             {
                 "status": built.status,
                 "items": built.item_count,
                 "seconds": round(seconds, 1),
-                "capture_seconds": round((built.captured_at - built.started_at).total_seconds(), 1),
-                "agreement_seconds": phases.get("agreement_seconds"),
-                "write_seconds": round((built.finished_at - built.captured_at).total_seconds(), 1),
+                "load_before": round(load_before, 2),
+                "load_after": round(os.getloadavg()[0], 2),
+                "phases": phases,
                 "cpu_seconds": round(_cpu_seconds(), 1),
                 "peak_rss_mb": round(_peak_rss_mb(), 1),
                 "rss_after_setup_mb": round(rss_before, 1),
@@ -250,6 +261,47 @@ def run_measure(args: argparse.Namespace) -> None:
             }
         )
     )
+
+
+class _ServerProcess:
+    """The CPU time of the database server process serving this connection, when it runs here."""
+
+    def __init__(self, pid: int) -> None:
+        self.stat = Path(f"/proc/{pid}/stat")
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu_seconds(self) -> float | None:
+        try:
+            fields = self.stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / self.tick
+
+
+def _time_phase(owner: Any, name: str, phase: str, phases: dict[str, dict[str, float | None]], server: Any) -> None:
+    """Wrap ``owner.name`` so that each call records wall time, CPU (here and in the database
+    server) and the load average before and after under ``phase``."""
+    original = getattr(owner, name)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        server_cpu = None if server is None else server.cpu_seconds()
+        load, began, cpu = os.getloadavg()[0], time.perf_counter(), _cpu_seconds()
+        found = original(*args, **kwargs)
+        server_after = None if server is None else server.cpu_seconds()
+        if phase in phases and (phases[phase]["seconds"] or 0) > time.perf_counter() - began:
+            return found  # a second call (the summary, kept from the first): the first is the work
+        phases[phase] = {
+            "seconds": round(time.perf_counter() - began, 2),
+            "cpu_seconds": round(_cpu_seconds() - cpu, 2),
+            "database_cpu_seconds": None
+            if server_cpu is None or server_after is None
+            else round(server_after - server_cpu, 2),
+            "load_before": round(load, 2),
+            "load_after": round(os.getloadavg()[0], 2),
+        }
+        return found
+
+    setattr(owner, name, timed)
 
 
 def _cpu_seconds() -> float:
@@ -267,7 +319,8 @@ def _peak_rss_mb() -> float:
 
 
 def bench(args: argparse.Namespace, server_url: str, scratch: Path) -> dict[str, Any]:
-    bench_url = database_recreate(server_url, args.database)
+    reused = _reusable_setup(server_url, args.database) if args.reuse_database else None
+    bench_url = database_url(server_url, args.database) if reused else database_recreate(server_url, args.database)
     env = {
         **os.environ,
         "DATABASE_URL": bench_url,
@@ -281,11 +334,13 @@ def bench(args: argparse.Namespace, server_url: str, scratch: Path) -> dict[str,
     try:
         run_child([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], env, args.timeout)
         sizes = ["--papers", str(args.papers), "--items-per-paper", str(args.items_per_paper)]
-        setup = json.loads(run_child([*me, "--setup", *sizes, "--overlap", str(args.overlap)], env, args.timeout))
+        setup = reused or json.loads(
+            run_child([*me, "--setup", *sizes, "--overlap", str(args.overlap)], env, args.timeout)
+        )
         ids = ["--project", str(setup["project"]), "--lead", str(setup["lead"])]
         measured = json.loads(run_child([*me, "--measure", *ids], env, args.timeout).splitlines()[-1])
     finally:
-        if not args.keep_database:
+        if not (args.keep_database or args.reuse_database):
             database_drop(server_url, args.database)
     return {
         "bench": "export",
@@ -296,6 +351,21 @@ def bench(args: argparse.Namespace, server_url: str, scratch: Path) -> dict[str,
         **measured,
         "targets": {"seconds": 60, "peak_rss_mb": 1024},
     }
+
+
+def _reusable_setup(server_url: str, name: str) -> dict[str, Any] | None:
+    """The project and lead of an earlier set-up kept in the bench database, if there is one."""
+    import psycopg
+
+    try:
+        with psycopg.connect(database_url(server_url, name)) as connection:
+            found = connection.execute(
+                "SELECT project.id, project.created_by_id FROM annotation_project AS project "
+                "WHERE project.name = 'Export bench'"
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    return None if found is None else {"project": found[0], "lead": found[1], "setup_seconds": 0.0}
 
 
 def main() -> None:
@@ -310,6 +380,9 @@ def main() -> None:
     parser.add_argument("--database", default=BENCH_DATABASE, help="the database this bench creates and drops")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds allowed for each step")
     parser.add_argument("--keep-database", action="store_true", help="leave the database for EXPLAIN ANALYZE")
+    parser.add_argument(
+        "--reuse-database", action="store_true", help="measure again on a database kept by --keep-database (kept)"
+    )
     args = parser.parse_args()
     if args.setup:
         run_setup(args)

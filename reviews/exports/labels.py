@@ -1,20 +1,25 @@
 """What a snapshot learns from its raw labels while it is captured: the agreement summary of
 the dataset card, and the counts of gold labels per split.
 
-Ratings arrive one annotation at a time and are kept as compact arrays (an item number, a
-rater number and a value code per rating and field), so half a million items with three
-annotations each fit in a few dozen megabytes; the agreement engine runs on them once the
-capture is over.
+Ratings arrive one annotation at a time (``add``) or a chunk of annotations at a time with
+a key standing for each payload, typically its JSON text (``add_chunk``: payloads repeat, so
+a chunk costs a few array operations and each distinct payload is read once). They are kept
+as compact arrays (an item number, a rater number and a value code per rating and field), so
+half a million items with three annotations each fit in a few dozen megabytes; the agreement
+engine runs on them once the capture is over.
+
+A field's rating is ``LabelField.value`` of the payload, as on the project's agreement page.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from annotation.workflows.base import LabelField, Payload
 from reviews.agreement import LEVELS, RatingsError, agreement_report
@@ -25,6 +30,8 @@ NO_RATINGS = "no submitted rating of this field"
 # chance-corrected statistics compare every pair of categories, and an open set of labels
 # (the figures of every paper) has thousands.
 CARD_MAX_CATEGORIES = 200
+# Distinct payloads (and golds) whose reading is kept at once.
+PAYLOAD_CACHE = 50_000
 
 
 def rating_value(level: str, value: Any) -> Any:
@@ -57,10 +64,10 @@ def _cache_key(value: Any) -> Any:
 
 
 class RatingsAccumulator:
-    """The long table of every label field, built one annotation at a time.
+    """The long table of every label field, built one annotation (or one chunk) at a time.
 
     Payload values repeat (a handful of labels), so each field keeps a cache from the raw
-    value to its code: most ratings cost one dictionary lookup.
+    value (or the key standing for it) to its code: most ratings cost one lookup.
     """
 
     def __init__(self, fields: Sequence[LabelField]) -> None:
@@ -71,18 +78,50 @@ class RatingsAccumulator:
         self.codes = [array("i") for _ in self.fields]
         self._values: list[dict[Any, int]] = [{} for _ in self.fields]
         self._by_raw: list[dict[Any, int]] = [{} for _ in self.fields]
+        self._payload_codes: dict[Hashable, tuple[int, ...]] = {}
         self._rater_names: dict[str, int] = {}
+        self._summaries: dict[tuple[int, int, int], Json] = {}
 
     def add(self, item: int, rater: str, payload: Payload) -> None:
         self.items.append(item)
         self.raters.append(self._rater_names.setdefault(rater, len(self._rater_names)))
-        for index, name in enumerate(self._names):
-            raw = payload.get(name)
-            key = _cache_key(raw)
-            code = self._by_raw[index].get(key)
-            if code is None:
-                code = self._by_raw[index][key] = self._code(index, raw)
-            self.codes[index].append(code)
+        for index, label_field in enumerate(self.fields):
+            self.codes[index].append(self._raw_code(index, label_field.value(payload)))
+
+    def _raw_code(self, index: int, raw: Any) -> int:
+        key = _cache_key(raw)
+        code = self._by_raw[index].get(key)
+        if code is None:
+            code = self._by_raw[index][key] = self._code(index, raw)
+        return code
+
+    def add_chunk(
+        self,
+        items: Sequence[int] | Any,
+        raters: Sequence[str] | Any,
+        payload_keys: Sequence[Hashable] | Any,
+        payload_of: Callable[[Any], Payload],
+    ) -> None:
+        """Ratings in order: ``items[i]`` and ``raters[i]`` gave the payload ``payload_of(payload_keys[i])``."""
+        rater_codes, rater_names = pd.factorize(np.asarray(raters, dtype=object))
+        numbers = np.array([self._rater_names.setdefault(name, len(self._rater_names)) for name in rater_names])
+        key_codes, keys = pd.factorize(np.asarray(payload_keys, dtype=object))
+        table = np.empty((len(keys), len(self.fields)), dtype=np.int32)
+        for row, key in enumerate(keys):
+            codes = self._payload_codes.get(key)
+            if codes is None:
+                if len(self._payload_codes) >= PAYLOAD_CACHE:
+                    self._payload_codes.clear()
+                payload = payload_of(key)
+                codes = self._payload_codes[key] = tuple(
+                    self._raw_code(index, label_field.value(payload)) for index, label_field in enumerate(self.fields)
+                )
+            table[row] = codes
+        self.items.frombytes(np.asarray(items, dtype=np.int64).tobytes())
+        self.raters.frombytes(numbers[rater_codes].astype(np.int32).tobytes() if len(numbers) else b"")
+        chosen = table[key_codes]
+        for index in range(len(self.fields)):
+            self.codes[index].frombytes(np.ascontiguousarray(chosen[:, index]).tobytes())
 
     def _code(self, index: int, raw: Any) -> int:
         value = rating_value(self.fields[index].level, raw)
@@ -92,6 +131,15 @@ class RatingsAccumulator:
         return known.setdefault(value, len(known))
 
     def summary(self, *, resamples: int, seed: int) -> Json:
+        """The agreement report of every field. It is kept: asked again with the same resamples and
+        seed and no rating added since, it costs nothing (so it can be worked out early)."""
+        key = (resamples, seed, len(self.items))
+        found = self._summaries.get(key)
+        if found is None:
+            found = self._summaries[key] = self._summary(resamples=resamples, seed=seed)
+        return found
+
+    def _summary(self, *, resamples: int, seed: int) -> Json:
         rater_names = np.array(list(self._rater_names) or [""], dtype=object)
         items = np.frombuffer(self.items, dtype=np.int64) if len(self.items) else np.zeros(0, dtype=np.int64)
         raters = rater_names[np.frombuffer(self.raters, dtype=np.int32)] if len(self.raters) else rater_names[:0]
@@ -179,6 +227,10 @@ def _undefined(label_field: LabelField, reason: str, n_ratings: int) -> Json:
     }
 
 
+# What a gold says per counted field: (field, its labels), for the fields it gives labels.
+_Signature = tuple[tuple[str, tuple[str, ...]], ...]
+
+
 class SplitCounts:
     """Items, kept items and papers per split, and gold labels per split for label fields."""
 
@@ -188,17 +240,33 @@ class SplitCounts:
         self.items: Counter[str] = Counter()
         self.kept: Counter[str] = Counter()
         self.papers: dict[str, set[str]] = {}
-        self.labels: dict[str, dict[str, Counter[str]]] = {f.name: {} for f in self.fields}
+        # (split, the labels a gold gives each field) -> items. Golds repeat, so this stays small
+        # and an item costs one count; the labels are counted out in ``labels``.
+        self._golds: Counter[tuple[str, _Signature]] = Counter()
         self._labels_of: dict[tuple[str, Any], tuple[str, ...]] = {}
+        self._signatures: dict[Hashable, _Signature] = {}
 
-    def add(self, split: str, *, kept: bool, paper: str | None, gold: Payload) -> None:
+    def add(self, split: str, *, kept: bool, paper: str | None, gold: Payload, gold_key: Hashable = None) -> None:
+        """Count an item; ``gold_key`` (the gold's JSON text, say) lets equal golds share their reading."""
         self.items[split] += 1
-        self.kept[split] += int(kept)
+        if kept:
+            self.kept[split] += 1
         found = self.papers.get(split)
         if found is None:
             found = self.papers[split] = set()
         if paper is not None:
             found.add(paper)
+        signature = None if gold_key is None else self._signatures.get(gold_key)
+        if signature is None:
+            signature = self._signature(gold)
+            if gold_key is not None:
+                if len(self._signatures) >= PAYLOAD_CACHE:
+                    self._signatures.clear()
+                self._signatures[gold_key] = signature
+        self._golds[(split, signature)] += 1
+
+    def _signature(self, gold: Payload) -> _Signature:
+        signature = []
         for label_field in self.fields:
             raw = gold.get(label_field.name)
             key = (label_field.name, _cache_key(raw))
@@ -209,11 +277,19 @@ class SplitCounts:
                     () if value is None else tuple(sorted(value)) if isinstance(value, frozenset) else (value,)
                 )
             if labels:
-                by_split = self.labels[label_field.name]
-                counter = by_split.get(split)
-                if counter is None:
-                    counter = by_split[split] = Counter()
-                counter.update(labels)
+                signature.append((label_field.name, labels))
+        return tuple(signature)
+
+    @property
+    def labels(self) -> dict[str, dict[str, Counter[str]]]:
+        """Field -> split -> label -> items with that label in their gold."""
+        found: dict[str, dict[str, Counter[str]]] = {f.name: {} for f in self.fields}
+        for (split, signature), items in self._golds.items():
+            for field_name, labels in signature:
+                counter = found[field_name].setdefault(split, Counter())
+                for label in labels:
+                    counter[label] += items
+        return found
 
     def as_json(self, split_order: Sequence[str]) -> Json:
         """Lists, not objects, wherever order matters: PostgreSQL's jsonb does not keep key order."""

@@ -7,10 +7,22 @@ touches the database, so the same snapshot always gives the same records.
 Withheld splits (released without answers, as M3SciQA released its test split) keep each
 question and its context but blank the answers (``answer``, ``answers``, ``source_answer``)
 and leave out the labels (``gold``, raw labels, agreement), which would give them away.
+
+The canonical JSON Lines file spells each record one of two ways, fixed per snapshot
+(``GoldSnapshot.jsonl_layout``) so that a snapshot always gives the same bytes:
+- layout 1 (snapshots taken before layout 2 existed): compact, ``{"id":"...","dataset":...}``;
+- layout 2: ``json.dumps``'s default spelling, ``{"id": "...", "dataset": ...}``, with the
+  objects copied from the database (``gold``, ``extra``, each raw label's ``payload``) listing
+  their keys shortest first, then in byte order. That is exactly how PostgreSQL prints its
+  jsonb, so on PostgreSQL the file is written from the stored JSON text without decoding it
+  (services.exports); elsewhere the records are encoded here, to the same bytes. (Numbers are
+  printed as Python prints them here and as PostgreSQL does there; the two differ only for
+  floats below 1e-4 or from 1e16, which PostgreSQL writes without an exponent.)
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -18,9 +30,15 @@ from typing import Any
 
 from annotation.workflows.base import LabelField, Payload
 from reviews.agreement.text import normalise_text
-from reviews.exports.writers import Column
+from reviews.exports.writers import Column, json_bytes
 
 Json = dict[str, Any]
+
+JSONL_COMPACT = 1
+JSONL_SPACED = 2
+JSONL_LAYOUTS = (JSONL_COMPACT, JSONL_SPACED)
+# json.dumps's default spelling (", " and ": "), UTF-8 kept, NaN refused.
+_SPACED = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +113,14 @@ def canonical_record(row: ExportRow, options: RecordOptions) -> Json:
         "withheld": row.withheld,
     }
     if options.raw_labels:
-        record["raw_labels"] = [_raw_label(label) for label in row.raw_labels]
+        record["raw_labels"] = [raw_label(label) for label in row.raw_labels]
     if options.item_agreement:
         record["agreement"] = item_agreement(options.fields, [label["payload"] for label in row.raw_labels])
     return withhold(record) if row.withheld else record
 
 
-def _raw_label(label: Json) -> Json:
+def raw_label(label: Json) -> Json:
+    """A raw label as records show it (the database fast path spells the same keys in this order)."""
     return {
         "annotator": label["annotator"],
         "annotation": label["annotation"],
@@ -109,6 +128,35 @@ def _raw_label(label: Json) -> Json:
         "submitted_at": label["submitted_at"],
         "payload": label["payload"],
     }
+
+
+def canonical_line(record: Json, *, layout: int) -> bytes:
+    """One line of the canonical JSON Lines file (with its newline) in ``layout``."""
+    if layout == JSONL_COMPACT:
+        return json_bytes(record) + b"\n"
+    if layout != JSONL_SPACED:
+        raise ValueError(f"no JSON Lines layout {layout!r}")
+    spelled = {**record, "gold": jsonb_ordered(record["gold"]), "extra": jsonb_ordered(record["extra"])}
+    if spelled.get("raw_labels"):
+        spelled["raw_labels"] = [
+            {**label, "payload": jsonb_ordered(label["payload"])} for label in spelled["raw_labels"]
+        ]
+    return (_SPACED.encode(spelled) + "\n").encode()
+
+
+def jsonb_ordered(value: Any) -> Any:
+    """``value`` with every object's keys in PostgreSQL's jsonb order: shortest first (in UTF-8
+    bytes), then by bytes."""
+    if isinstance(value, dict):
+        return {key: jsonb_ordered(value[key]) for key in sorted(value, key=_jsonb_key)}
+    if isinstance(value, list):
+        return [jsonb_ordered(member) for member in value]
+    return value
+
+
+def _jsonb_key(key: str) -> tuple[int, bytes]:
+    encoded = key.encode()
+    return len(encoded), encoded
 
 
 def withhold(record: Json) -> Json:

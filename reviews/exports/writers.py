@@ -17,6 +17,7 @@ import io
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -31,14 +32,19 @@ class ParquetUnavailable(RuntimeError):
     """pyarrow, which writes Parquet, is not installed."""
 
 
+# Encoders made once: json.dumps with options builds a new encoder on every call.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_COMPACT_SORTED = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
 def json_bytes(value: Any) -> bytes:
     """Compact JSON, non-ASCII kept as UTF-8; NaN refused (it is not JSON)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _COMPACT.encode(value).encode()
 
 
 def json_text_sorted(value: Any) -> str:
     """A nested value as one cell: compact JSON with sorted keys, so equal values read the same."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    return _COMPACT_SORTED.encode(value)
 
 
 class HashingFile:
@@ -105,6 +111,32 @@ def write_json_lines(out: HashingFile, records: Iterable[dict[str, Any]]) -> int
     for record in records:
         out.write(json_bytes(record) + b"\n")
         count += 1
+    return count
+
+
+def write_lines(out: HashingFile, lines: Iterable[bytes], *, batch: int = 1 << 20) -> int:
+    """Lines already spelled (each with its newline), written about ``batch`` bytes at a time.
+
+    A second thread hashes and writes each batch (both let go of the GIL) while the next one
+    is made; one batch at a time, so the file is written in order."""
+    count = 0
+    pending: list[bytes] = []
+    size = 0
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        written: Future[int] | None = None
+        for line in lines:
+            pending.append(line)
+            size += len(line)
+            count += 1
+            if size >= batch:
+                if written is not None:
+                    written.result()
+                written = writer.submit(out.write, b"".join(pending))
+                pending, size = [], 0
+        if written is not None:
+            written.result()
+        if pending:
+            out.write(b"".join(pending))
     return count
 
 

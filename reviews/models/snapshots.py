@@ -11,6 +11,15 @@ exported twice is byte-identical.
 Copies rather than references: gold records can be reopened and decided again, annotations
 unlocked and edited, and a re-import updates corpus items in place, so ids alone would not
 pin what was exported. The copies are the export's input and nothing else reads them.
+
+Half a million items with three annotations each are two million rows, written in one
+transaction by a few ``INSERT ... SELECT`` statements on PostgreSQL, so what each row costs
+to write matters. The database does not check the links of these rows (a foreign-key check
+per row cost three seconds of database time per link on 500,000 items, more than the rows
+themselves), and indexes only what is read: a snapshot's rows by position, and its native
+layouts. Django still cascades a snapshot's deletion to them; they are only ever written by
+the capture, in the snapshot's own transaction. The ids that say where a copy came from are
+kept as they were when the rows they name are deleted, since the exports print them.
 """
 
 from __future__ import annotations
@@ -70,6 +79,9 @@ class GoldSnapshot(models.Model):
     progress_total = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     item_count = models.PositiveIntegerField(default=0)
+    # How the canonical JSON Lines file is spelled (see reviews.exports.records): a snapshot
+    # keeps the spelling it was first written in, so that it is byte-identical every time.
+    jsonl_layout = models.PositiveSmallIntegerField(default=2)
     # Frozen at capture: the source datasets (name, format, licence, attribution, noted layout),
     # counts per split and label, the agreement summary and the guideline versions.
     sources = models.JSONField(default=dict, blank=True)
@@ -140,22 +152,52 @@ class SnapshotPaper(models.Model):
 
 
 class SnapshotItem(models.Model):
-    """One adjudicated item as the snapshot froze it."""
+    """One adjudicated item as the snapshot froze it; its raw labels are ``SnapshotLabel`` rows."""
 
-    snapshot = models.ForeignKey(GoldSnapshot, on_delete=models.CASCADE, related_name="items")
+    # The (snapshot, position) constraint's index serves every lookup by snapshot.
+    snapshot = models.ForeignKey(
+        GoldSnapshot, on_delete=models.CASCADE, related_name="items", db_constraint=False, db_index=False
+    )
     position = models.PositiveIntegerField(help_text="Export order.")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    # Where the copy came from; exports never read through these.
-    project_item = models.ForeignKey(ProjectItem, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    qa_item = models.ForeignKey(QAItem, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    paper = models.ForeignKey(SnapshotPaper, null=True, blank=True, on_delete=models.CASCADE, related_name="items")
+    # Where the copy came from, as ids: the canonical record prints them, so they stay as they
+    # were when the row they name is deleted (a re-export stays byte-identical).
+    project = models.ForeignKey(
+        Project, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False, db_index=False
+    )
+    project_item = models.ForeignKey(
+        ProjectItem,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
+    qa_item = models.ForeignKey(
+        QAItem,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
+    # Papers and items of a snapshot are written and deleted together, with the snapshot.
+    paper = models.ForeignKey(
+        SnapshotPaper,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="items",
+        db_constraint=False,
+        db_index=False,
+    )
     split = models.CharField(max_length=50)
     native_layout = models.CharField(max_length=40, blank=True, help_text="'<format>:<layout>', or '' for none.")
     kept = models.BooleanField(help_text="The workflow keeps the item in native-format files.")
     source = models.JSONField(help_text="The corpus item as captured.")
     gold = models.JSONField(help_text="Payload, gold fields, method, decision time, source annotations.")
     curated = models.JSONField(null=True, blank=True)
-    raw_labels = models.JSONField(default=list, blank=True, help_text="Every submitted annotation of the item.")
 
     class Meta:
         constraints = [
@@ -169,3 +211,30 @@ class SnapshotItem(models.Model):
 
     def __str__(self) -> str:
         return f"item {self.position} of snapshot {self.snapshot_id}"
+
+
+class SnapshotLabel(models.Model):
+    """One submitted annotation of a snapshot item, as the snapshot froze it (its raw label).
+
+    Annotators are named by number only (A1, A2, ...: ``annotator``), numbered by account over
+    the snapshot, so no file ever says who they are.
+    """
+
+    # The key also serves the exports, which read an item's labels in annotator order.
+    pk = models.CompositePrimaryKey("snapshot", "item_position", "annotator")
+    snapshot = models.ForeignKey(
+        GoldSnapshot, on_delete=models.CASCADE, related_name="labels", db_constraint=False, db_index=False
+    )
+    item_position = models.PositiveIntegerField(help_text="The SnapshotItem's position.")
+    annotator = models.PositiveIntegerField(help_text="The annotator's number in the snapshot: 1 is A1.")
+    annotation_id = models.BigIntegerField(help_text="The annotation copied (not a link: it may change or go).")
+    guideline_version = models.PositiveIntegerField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    payload = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"A{self.annotator} on item {self.item_position} of snapshot {self.snapshot_id}"
+
+    @property
+    def pseudonym(self) -> str:
+        return f"A{self.annotator}"

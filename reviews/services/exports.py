@@ -6,29 +6,44 @@ transaction and then writes every file from the frozen rows (``snapshot_write``)
 ``export_gold`` command does the same without a worker, and can write a finished snapshot's
 files again anywhere (``snapshot_write``), byte for byte as the first time.
 
-Memory stays bounded: the capture walks the gold records in chunks of CHUNK queue positions
-and writes each chunk's rows before reading the next; the writers read the frozen rows with
-``.iterator(chunk_size=...)`` and write as they go. What grows with the project is one small
-entry per paper (the split of each paper group, which papers were captured) and the compact
-arrays of ratings the agreement summary is computed from (about 40 bytes per annotation).
+On PostgreSQL both halves run mostly inside the database (reviews/exports/sql.py): the
+capture copies the rows with ``INSERT ... SELECT`` (Python runs only the workflow's
+``curated`` and reads the ratings), and the canonical JSON Lines are spelled by the database
+from the stored JSON text. Elsewhere (SQLite) every row passes through Python, to the same
+rows and the same bytes; ``in_database=`` picks either on PostgreSQL, which the tests use to
+compare them.
+
+Memory stays bounded: both walk the items in chunks of positions (CHUNK, CAPTURE_CHUNK,
+LINES_CHUNK) and write each chunk before reading the next. What grows with the project is
+one small entry per paper (the split of each paper group, which papers were captured), the
+decoded values of distinct labels, and the compact arrays of ratings the agreement summary is
+computed from (about 40 bytes per annotation).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import re
 import shutil
+import tempfile
+import threading
+from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
+import numpy as np
+import pandas as pd
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, Field, Max, QuerySet
+from django.db.backends.utils import CursorWrapper
+from django.db.models import Count, F, Max, Model, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -38,22 +53,43 @@ from annotation.errors import ApplicationError
 from annotation.models import (
     Annotation,
     AnnotationStatus,
+    CandidateAnswer,
     Dataset,
     Evidence,
     Figure,
     Guideline,
     Paper,
     Project,
+    ProjectItem,
     ProjectMembership,
+    QAItem,
     Role,
 )
 from annotation.workflows import get_workflow
 from annotation.workflows.base import LabelField, Payload, Workflow
 from reviews.agreement import DEFAULT_RESAMPLES
-from reviews.exports import native
+from reviews.exports import native, sql
 from reviews.exports.card import CardData, build_card
+from reviews.exports.frozen import (
+    GOLD_COLUMNS,
+    GoldRow,
+    frozen_figure,
+    frozen_gold,
+    frozen_item,
+    frozen_paper,
+    frozen_source,
+    item_fields,
+)
 from reviews.exports.labels import RatingsAccumulator, SplitCounts
-from reviews.exports.records import ExportRow, Json, RecordOptions, canonical_columns, canonical_record
+from reviews.exports.records import (
+    JSONL_SPACED,
+    ExportRow,
+    Json,
+    RecordOptions,
+    canonical_columns,
+    canonical_line,
+    canonical_record,
+)
 from reviews.exports.splits import (
     MAX_SEED,
     RATIOS,
@@ -71,12 +107,12 @@ from reviews.exports.writers import (
     parquet_available,
     write_csv,
     write_file,
-    write_json_lines,
+    write_lines,
     write_parquet,
     write_text,
 )
 from reviews.models import GoldRecord, GoldSnapshot, GoldSnapshotFile, SnapshotItem, SnapshotPaper, SnapshotStatus
-from reviews.models.snapshots import ExportFormat, SnapshotPhase
+from reviews.models.snapshots import ExportFormat, SnapshotLabel, SnapshotPhase
 
 logger = logging.getLogger(__name__)
 
@@ -342,14 +378,20 @@ def gold_snapshot_build(*, snapshot_id: int) -> GoldSnapshot | None:
     snapshot = GoldSnapshot.objects.select_related("project").get(pk=snapshot_id)
     directory = snapshot_directory(snapshot)
     try:
-        snapshot_capture(snapshot)
+        ratings = snapshot_freeze(snapshot)
         # Files are written from what the database holds, exactly as a later export reads it.
         snapshot.refresh_from_db()
         _set_phase(snapshot, SnapshotPhase.WRITE)
         if directory.exists():
             shutil.rmtree(directory)
         directory.mkdir(parents=True)
-        files = snapshot_write(snapshot, directory, progress=_progress_writer(snapshot.pk))
+        # The agreement summary (numpy, no queries) is worked out while the data files are written.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            summary = pool.submit(ratings.summary, resamples=CARD_RESAMPLES, seed=snapshot.seed)
+            files = snapshot_write_data(snapshot, directory, progress=_progress_writer(snapshot.pk))
+            snapshot.agreement = summary.result()
+        snapshot.save(update_fields=["agreement"])
+        files += _write_card(snapshot, directory, files)
     except Exception as failure:
         logger.exception("gold snapshot %s failed", snapshot_id)
         shutil.rmtree(directory, ignore_errors=True)
@@ -388,6 +430,7 @@ def _progress_writer(snapshot_id: int) -> Callable[[int, int], None]:
 def _fail(snapshot: GoldSnapshot, failure: Exception) -> None:
     """A failed snapshot keeps no frozen rows: they are of no use without its files."""
     message = str(failure) if isinstance(failure, ApplicationError) else "the export failed; see the worker log"
+    SnapshotLabel.objects.filter(snapshot=snapshot).delete()
     SnapshotItem.objects.filter(snapshot=snapshot).delete()
     SnapshotPaper.objects.filter(snapshot=snapshot).delete()
     GoldSnapshot.objects.filter(pk=snapshot.pk).update(
@@ -399,86 +442,43 @@ def _fail(snapshot: GoldSnapshot, failure: Exception) -> None:
 # Capture ---------------------------------------------------------------------------------------
 
 
-def snapshot_capture(snapshot: GoldSnapshot) -> None:
-    """Freeze the live gold records of the snapshot's projects, consistently.
+def snapshot_freeze(snapshot: GoldSnapshot, *, in_database: bool | None = None) -> RatingsAccumulator:
+    """Freeze the live gold records of the snapshot's projects, consistently, and return the
+    ratings gathered on the way (the agreement summary is computed from them afterwards).
 
     One transaction: on PostgreSQL at REPEATABLE READ, so a decision made or reopened while
     the capture runs is either wholly in it or wholly out; SQLite transactions see one state.
-    The agreement summary is computed after the commit, from the ratings gathered on the way.
+
+    ``in_database`` (the default on PostgreSQL) has the database copy the rows itself
+    (reviews/exports/sql.py), Python running only the workflow's ``curated`` and reading the
+    ratings; otherwise every row passes through Python, on any database. Both freeze the same.
     """
+    if in_database is None:
+        in_database = connection.vendor == "postgresql"
+    if in_database and connection.vendor != "postgresql":
+        raise ValueError("the in-database capture needs PostgreSQL")
     outermost = not connection.in_atomic_block
     with transaction.atomic():
         if connection.vendor == "postgresql" and outermost:
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        capture = _Capture(snapshot)
+        capture: _Capture = (
+            _DatabaseCapture(snapshot, concurrent=outermost) if in_database else _PythonCapture(snapshot)
+        )
         capture.run()
-    snapshot.agreement = capture.ratings.summary(resamples=CARD_RESAMPLES, seed=snapshot.seed)
-    snapshot.save(update_fields=["agreement"])
+    return capture.ratings
 
 
 # The dataset card's intervals; the agreement page's default.
 CARD_RESAMPLES = DEFAULT_RESAMPLES
+# Decoded gold payloads kept at once by the in-database capture (they repeat: a handful of labels).
+GOLD_CACHE = 10_000
 
 
-class _GoldRow(NamedTuple):
-    """One live gold record with its item, as the capture reads it (no model instances: half a
-    million of them, with their related rows, would cost more than everything else)."""
-
-    record_id: int
-    payload: Payload
-    gold: Payload
-    method: str
-    decided_at: datetime
-    project_item_id: int
-    position: int
-    item_id: int
-    paper_id: int | None
-    external_id: str
-    split: str
-    question: str
-    answer: str
-    answers: list[Any]
-    rationale: str
-    has_reference_answer: bool
-    line: int | None
-    extra: Json
-    paper_external_id: str | None
-    paper_title: str | None
-    system_name: str | None
-    candidate_text: str | None
-    candidate_extra: Json | None
-
-
-_GOLD_COLUMNS = (
-    "pk",
-    "payload",
-    "gold",
-    "method",
-    "decided_at",
-    "project_item_id",
-    "project_item__position",
-    "project_item__item_id",
-    "project_item__item__paper_id",
-    "project_item__item__external_id",
-    "project_item__item__split",
-    "project_item__item__question",
-    "project_item__item__answer",
-    "project_item__item__answers",
-    "project_item__item__rationale",
-    "project_item__item__has_reference_answer",
-    "project_item__item__line",
-    "project_item__item__extra",
-    "project_item__item__paper__external_id",
-    "project_item__item__paper__title",
-    "project_item__candidate__system_name",
-    "project_item__candidate__text",
-    "project_item__candidate__extra",
-)
-
-
-class _Capture:
-    """The capture's state while it walks the gold records (see snapshot_capture)."""
+class _Capture(ABC):
+    """What both captures share: the projects and rules, and what they learn on the way (the
+    split of each paper, the counts, the ratings, the guidelines used). ``freeze`` writes the
+    rows, counting them in ``position``."""
 
     def __init__(self, snapshot: GoldSnapshot) -> None:
         self.snapshot = snapshot
@@ -493,9 +493,7 @@ class _Capture:
             seed=snapshot.seed,
         )
         self.assignment: dict[str, str] = {}
-        self.pseudonyms: dict[int, str] = {}
-        self.papers: dict[int, int] = {}  # paper id -> SnapshotPaper id
-        self.sources: dict[str, Json] = {}
+        self.sources = {str(project.dataset.pk): frozen_source(project.dataset) for project in self.projects}
         self.guideline_uses: Counter[tuple[int, int]] = Counter()
         self.ratings = RatingsAccumulator(self.fields)
         self.counts = SplitCounts(self.fields)
@@ -505,12 +503,7 @@ class _Capture:
         live = GoldRecord.objects.filter(project__in=self.projects, reopened_at__isnull=True)
         if self.rule.mode == RATIOS:
             self.assignment = assign_groups(_group_sizes(live), self.rule.ratios, self.rule.seed)
-        self.pseudonyms = _pseudonyms(live)
-        for project in self.projects:
-            dataset = project.dataset
-            self.sources[str(dataset.pk)] = _frozen_source(dataset)
-            for chunk in _gold_chunks(project):
-                self._capture_chunk(project, dataset, chunk)
+        self.freeze(live)
         split_order = [name for name, _ in self.rule.ratios] if self.rule.mode == RATIOS else []
         self.snapshot.item_count = self.position
         self.snapshot.sources = self.sources
@@ -519,59 +512,125 @@ class _Capture:
         self.snapshot.captured_at = timezone.now()
         self.snapshot.save(update_fields=["item_count", "sources", "counts", "guidelines", "captured_at"])
 
-    def _capture_chunk(self, project: Project, dataset: Dataset, records: list[_GoldRow]) -> None:
+    @abstractmethod
+    def freeze(self, live: QuerySet[GoldRecord]) -> None: ...
+
+    def curate(self, dataset: Dataset, item: _CurationInput, gold: Payload, *, gold_key: str | None = None) -> _Curated:
+        """The item's split, the workflow's curated item, its native layout; counted. ``gold_key``:
+        the gold's JSON text, when there is one, which equal golds share."""
+        curated = self.workflow.curated(
+            item_fields(
+                question=item.question,
+                answer=item.answer,
+                evidence=item.evidence,
+                response=item.response,
+                has_candidate=item.has_candidate,
+            ),
+            gold,
+        )
+        paper = item.paper if item.has_paper else None
+        if self.rule.mode == SOURCE:
+            split = item.split
+        else:
+            split = self.assignment[_group_key(dataset.name, paper, item.split, item.external_id)]
+        layout = native.native_layout(
+            dataset.source_format, self.sources[str(dataset.pk)]["layout"], {"split": item.split, "extra": item.extra}
+        )
+        self.counts.add(
+            split,
+            kept=curated is not None,
+            paper=f"{dataset.name}/{paper}" if item.has_paper else None,
+            gold=gold,
+            gold_key=gold_key,
+        )
+        return _Curated(split=split, curated=curated, native_layout=layout)
+
+
+class _CurationInput(NamedTuple):
+    """What ``_Capture.curate`` reads of an item (``extra`` only as far as layouts need it)."""
+
+    has_paper: bool
+    paper: str | None
+    external_id: str
+    split: str
+    question: str
+    answer: str
+    evidence: Sequence[str]
+    has_candidate: bool
+    response: str | None
+    extra: Json
+
+
+class _Curated(NamedTuple):
+    split: str
+    curated: Json | None
+    native_layout: str
+
+
+class _PythonCapture(_Capture):
+    """Reads the gold records in chunks and writes every frozen row from Python (any database)."""
+
+    def __init__(self, snapshot: GoldSnapshot) -> None:
+        super().__init__(snapshot)
+        self.numbers: dict[int, int] = {}  # annotator id -> number (A1, A2, ...)
+        self.papers: dict[int, int] = {}  # paper id -> SnapshotPaper id
+
+    def freeze(self, live: QuerySet[GoldRecord]) -> None:
+        self.numbers = _annotator_numbers(live)
+        for project in self.projects:
+            for chunk in _gold_chunks(project):
+                self._capture_chunk(project, project.dataset, chunk)
+
+    def _capture_chunk(self, project: Project, dataset: Dataset, records: list[GoldRow]) -> None:
         evidence = _evidence_names([record.item_id for record in records])
         sources = _source_annotations([record.record_id for record in records])
-        labels = _raw_labels([record.project_item_id for record in records], self.pseudonyms)
+        labels = _labels_of([record.project_item_id for record in records], self.numbers)
         self._capture_papers(records)
-        layout = self.sources[str(dataset.pk)]["layout"]
-        rows = []
+        items: list[SnapshotItem] = []
+        copies: list[SnapshotLabel] = []
         for record in records:
-            source = _frozen_item(dataset, record, evidence.get(record.item_id, []))
-            raw = labels.get(record.project_item_id, [])
-            curated = self.workflow.curated(_item_fields(source), record.gold)
-            split = self._split(source)
-            for label in raw:
-                self.ratings.add(record.project_item_id, label["annotator"], label["payload"])
-                if label["guideline_version"] is not None:
-                    self.guideline_uses[(project.pk, label["guideline_version"])] += 1
-            paper_key = f"{dataset.name}/{record.paper_external_id}" if record.paper_id is not None else None
-            self.counts.add(split, kept=curated is not None, paper=paper_key, gold=record.gold)
-            gold = {
-                "payload": record.payload,
-                "gold": record.gold,
-                "method": record.method,
-                "decided_at": record.decided_at.isoformat(),
-                "source_annotations": sources.get(record.record_id, []),
-            }
-            rows.append(
-                (
-                    self.snapshot.pk,
-                    self.position,
-                    project.pk,
-                    record.project_item_id,
-                    record.item_id,
-                    self.papers.get(record.paper_id) if record.paper_id is not None else None,
-                    split,
-                    native.native_layout(dataset.source_format, layout, source),
-                    curated is not None,
-                    source,
-                    gold,
-                    curated,
-                    raw,
+            source = frozen_item(dataset, record, evidence.get(record.item_id, []))
+            curation = _CurationInput(
+                has_paper=record.paper_id is not None,
+                paper=record.paper_external_id,
+                external_id=record.external_id,
+                split=record.split,
+                question=record.question,
+                answer=record.answer,
+                evidence=source["evidence"],
+                has_candidate=source["candidate"] is not None,
+                response=record.candidate_text,
+                extra=record.extra,
+            )
+            found = self.curate(dataset, curation, record.gold)
+            for label in labels.get(record.project_item_id, []):
+                label.snapshot = self.snapshot
+                label.item_position = self.position
+                copies.append(label)
+                self.ratings.add(self.position, label.pseudonym, label.payload)
+                if label.guideline_version is not None:
+                    self.guideline_uses[(project.pk, label.guideline_version)] += 1
+            items.append(
+                SnapshotItem(
+                    snapshot=self.snapshot,
+                    position=self.position,
+                    project=project,
+                    project_item_id=record.project_item_id,
+                    qa_item_id=record.item_id,
+                    paper_id=self.papers.get(record.paper_id) if record.paper_id is not None else None,
+                    split=found.split,
+                    native_layout=found.native_layout,
+                    kept=found.curated is not None,
+                    source=source,
+                    gold=frozen_gold(record, sources.get(record.record_id, [])),
+                    curated=found.curated,
                 )
             )
             self.position += 1
-        _items_insert(rows)
+        SnapshotItem.objects.bulk_create(items, batch_size=CHUNK)
+        SnapshotLabel.objects.bulk_create(copies, batch_size=CHUNK)
 
-    def _split(self, source: Json) -> str:
-        if self.rule.mode == SOURCE:
-            return str(source["split"])
-        return self.assignment[
-            _group_key(source["dataset_name"], source["paper"], source["split"], source["external_id"])
-        ]
-
-    def _capture_papers(self, records: Sequence[_GoldRow]) -> None:
+    def _capture_papers(self, records: Sequence[GoldRow]) -> None:
         """Freeze each paper the first time one of its items comes, with its figures; a paper's
         position is that of its first item, so native files list papers in order of appearance."""
         new: dict[int, int] = {}
@@ -582,14 +641,14 @@ class _Capture:
             return
         figures: dict[int, list[Json]] = {paper_id: [] for paper_id in new}
         for figure in Figure.objects.filter(paper_id__in=list(new)).order_by("paper_id", "position", "pk"):
-            figures[figure.paper_id].append(_frozen_figure(figure))
+            figures[figure.paper_id].append(frozen_figure(figure))
         papers = Paper.objects.in_bulk(list(new))
         rows = [
             SnapshotPaper(
                 snapshot=self.snapshot,
                 external_id=papers[paper_id].external_id,
                 position=position,
-                data=_frozen_paper(papers[paper_id], figures[paper_id]),
+                data=frozen_paper(papers[paper_id], figures[paper_id]),
             )
             for paper_id, position in new.items()
         ]
@@ -597,82 +656,313 @@ class _Capture:
             self.papers[paper_id] = created.pk
 
 
-def _frozen_item(dataset: Dataset, record: _GoldRow, evidence: list[str]) -> Json:
-    """The corpus item as the snapshot keeps it (see ExportRow.item)."""
-    return {
-        "dataset": dataset.pk,
-        "dataset_name": dataset.name,
-        "external_id": record.external_id,
-        "split": record.split,
-        "paper": record.paper_external_id,
-        "paper_title": record.paper_title or "",
-        "question": record.question,
-        "answer": record.answer,
-        "answers": record.answers,
-        "rationale": record.rationale,
-        "has_reference_answer": record.has_reference_answer,
-        "evidence": evidence,
-        "line": record.line,
-        "extra": record.extra,
-        "candidate": (
-            {"system_name": record.system_name, "text": record.candidate_text, "extra": record.candidate_extra}
-            if record.system_name is not None
-            else None
-        ),
-    }
+class _DatabaseCapture(_Capture):
+    """PostgreSQL copies the rows itself (reviews/exports/sql.py); Python runs the workflow's
+    ``curated`` over each item and reads the ratings, CAPTURE_CHUNK rows at a time, each chunk
+    read by a second thread while this one works on the last.
 
+    With ``concurrent`` (the capture's transaction is its own), the Python work (curation,
+    then ratings) is read through a second connection, in a transaction that sees the same
+    database snapshot (``pg_export_snapshot``) and writes nothing but its own temporary tables,
+    while this connection copies the labels and then the items: the database's work and
+    Python's overlap. Inside a transaction that holds uncommitted rows (the tests'), another
+    connection would not see them, and everything runs here, one step after another.
+    """
 
-_COPIED_FIELDS = (
-    "snapshot",
-    "position",
-    "project",
-    "project_item",
-    "qa_item",
-    "paper",
-    "split",
-    "native_layout",
-    "kept",
-    "source",
-    "gold",
-    "curated",
-    "raw_labels",
-)
-_JSON_FIELDS = frozenset({"source", "gold", "curated", "raw_labels"})
+    def __init__(self, snapshot: GoldSnapshot, *, concurrent: bool) -> None:
+        super().__init__(snapshot)
+        self.concurrent = concurrent
+        self.tables = _tables()
+        self._gold_texts: dict[str, Payload] = {}
+        # COPY's text of each (split, kept, native layout): a handful per snapshot.
+        self._copy_middles: dict[tuple[str, str, str], str] = {}
+        self.datasets = {project.dataset.pk: project.dataset for project in self.projects}
 
+    def freeze(self, live: QuerySet[GoldRecord]) -> None:
+        snapshot = {"snapshot": self.snapshot.pk}
+        with connection.cursor() as cursor, tempfile.SpooledTemporaryFile(max_size=64 << 20) as curated:
+            reader = None
+            curation_done = threading.Event()
+            if self.concurrent:
+                cursor.execute("SELECT pg_export_snapshot()")
+                reader = _Reader(
+                    lambda other: self._read(other, curated, curation_done), database_snapshot=cursor.fetchone()[0]
+                )
+            try:
+                self._run(cursor, *sql.CAPTURE_SETTINGS)
+                self._number(cursor)
+                self._run(
+                    cursor,
+                    sql.CAPTURE_SOURCES,
+                    f"ANALYZE {sql.CAPTURE}, {sql.EVIDENCE}, {sql.SOURCES}, {sql.ANNOTATORS}",
+                )
+                if reader is None:
+                    self._curate(cursor, curated)
+                self._run(cursor, sql.LABELS_INSERT, params={**snapshot, "submitted": AnnotationStatus.SUBMITTED.value})
+                if reader is not None:
+                    reader.wait(curation_done)
+                self._copy_curated(cursor, curated)
+                self._run(cursor, sql.PAPERS_INSERT, sql.ITEMS_INSERT, params=snapshot)
+                if reader is None:
+                    self._run(cursor, sql.PROJECT_STARTS)
+                    self._rate(cursor, dict(cursor.fetchall()), sql.RATINGS_INPUT, snapshot)
+            except BaseException:
+                if reader is not None:
+                    reader.cancel()
+                raise
+            finally:
+                if reader is not None:
+                    reader.join()
+            self._run(cursor, *[f"DROP TABLE {name}" for name in sql.TEMPORARY])
 
-def _items_insert(rows: list[tuple[Any, ...]]) -> None:
-    """Write a chunk of frozen rows (values in _COPIED_FIELDS order). PostgreSQL gets them by
-    COPY: bulk_create's INSERT quotes every JSON document on the client, which costs ten times
-    the capture itself."""
-    fields = [_concrete_field(name) for name in _COPIED_FIELDS]
-    if connection.vendor != "postgresql":
-        attributes = [field.attname for field in fields]
-        SnapshotItem.objects.bulk_create(
-            [SnapshotItem(**dict(zip(attributes, row, strict=True))) for row in rows], batch_size=CHUNK
+    def _number(self, cursor: CursorWrapper) -> None:
+        """The live gold records in export order, their evidence, and the annotators' numbers:
+        temporary tables of this session (sql.CAPTURE_ROWS, CAPTURE_EVIDENCE, CAPTURE_ANNOTATORS)."""
+        self._run(cursor, *[f"DROP TABLE IF EXISTS {name}" for name in sql.TEMPORARY])
+        self._run(cursor, sql.CAPTURE_ROWS, params={"projects": [project.pk for project in self.projects]})
+        self._run(cursor, sql.CAPTURE_INDEX, sql.CAPTURE_EVIDENCE)
+        self._run(cursor, sql.CAPTURE_ANNOTATORS, params={"submitted": AnnotationStatus.SUBMITTED.value})
+
+    def _read(self, cursor: CursorWrapper, curated: IO[bytes], curation_done: threading.Event) -> None:
+        """The second connection's part: the curation (into ``curated``, then ``curation_done``),
+        then the ratings, both read from the live rows, and the card's agreement summary."""
+        self._run(cursor, *sql.CAPTURE_SETTINGS)
+        self._number(cursor)
+        self._run(cursor, f"ANALYZE {sql.CAPTURE}, {sql.EVIDENCE}, {sql.ANNOTATORS}")
+        self._curate(cursor, curated)
+        curation_done.set()
+        self._run(cursor, sql.PROJECT_STARTS)
+        starts = dict(cursor.fetchall())
+        self._rate(cursor, starts, sql.RATINGS_LIVE, {"submitted": AnnotationStatus.SUBMITTED.value})
+        self._run(cursor, *[f"DROP TABLE {name}" for name in (sql.CAPTURE, sql.EVIDENCE, sql.ANNOTATORS)])
+        # The card's summary, worked out while the other connection still copies (it is kept).
+        self.ratings.summary(resamples=CARD_RESAMPLES, seed=self.snapshot.seed)
+
+    def _run(self, cursor: CursorWrapper, *statements: str, params: dict[str, Any] | None = None) -> None:
+        for statement in statements:
+            cursor.execute(sql.render(statement, self.tables), params)
+
+    def _curate(self, cursor: CursorWrapper, curated: IO[bytes]) -> None:
+        """Run the workflow's ``curated`` over every item (the rows read a chunk ahead by a second
+        thread), writing the results to ``curated`` in COPY's text format."""
+        rows = _stream(cursor.cursor.connection, sql.render(sql.CURATION_INPUT, self.tables), {})
+        for chunk in _read_ahead(rows):
+            curated.write("".join([self._curate_row(row) for row in chunk]).encode())
+            self.position += len(chunk)
+
+    def _copy_curated(self, cursor: CursorWrapper, curated: IO[bytes]) -> None:
+        """The curation's results into the curated table, which the item insert joins."""
+        curated.seek(0)
+        self._run(cursor, sql.CURATED_TABLE)
+        with cursor.cursor.copy(sql.render(sql.CURATED_COPY, self.tables)) as copy:
+            while block := curated.read(1 << 20):
+                copy.write(block)
+        self._run(cursor, f"ANALYZE {sql.CURATED}")
+
+    def _curate_row(self, row: tuple[Any, ...]) -> str:
+        """One line of the COPY into the curated table, in COPY's text format."""
+        position, dataset_id, has_paper, paper, external_id, split, question, answer, names = row[:9]
+        has_candidate, response, gold_text, file_kind = row[9:]
+        found = self.curate(
+            self.datasets[dataset_id],
+            _CurationInput(
+                has_paper=has_paper,
+                paper=paper,
+                external_id=external_id,
+                split=split,
+                question=question,
+                answer=answer,
+                evidence=names or [],
+                has_candidate=has_candidate,
+                response=response,
+                extra={} if file_kind is None else {"file_kind": json.loads(file_kind)},
+            ),
+            self._gold(gold_text),
+            gold_key=gold_text,
         )
-        return
-    columns = ", ".join(connection.ops.quote_name(str(field.column)) for field in fields)
-    json_at = [field.name in _JSON_FIELDS for field in fields]
-    with (
-        connection.cursor() as cursor,
-        cursor.cursor.copy(
-            f"COPY {connection.ops.quote_name(SnapshotItem._meta.db_table)} ({columns}) FROM STDIN"
-        ) as copy,
-    ):
-        for row in rows:
-            copy.write_row(
-                [_copy_json(value) if is_json else value for value, is_json in zip(row, json_at, strict=True)]
-            )
+        if found.curated is None:
+            kept, curated = "f", "\\N"
+        else:
+            # JSON text holds no raw tab or line end (the encoder escapes them): only its
+            # backslashes need COPY's escape.
+            kept, curated = "t", _JSON.encode(found.curated).replace("\\", "\\\\")
+        key = (found.split, kept, found.native_layout)
+        middle = self._copy_middles.get(key)
+        if middle is None:
+            middle = self._copy_middles[key] = f"{_copy_text(found.split)}\t{kept}\t{_copy_text(found.native_layout)}"
+        return f"{position}\t{middle}\t{curated}\n"
+
+    def _gold(self, text: str) -> Payload:
+        """The decoded gold payload; a copy of the top level, so ``curated`` cannot change another's."""
+        decoded = self._gold_texts.get(text)
+        if decoded is None:
+            if len(self._gold_texts) >= GOLD_CACHE:
+                self._gold_texts.clear()
+            decoded = self._gold_texts[text] = json.loads(text)
+        return dict(decoded)
+
+    def _rate(self, cursor: CursorWrapper, starts: dict[int, int], statement: str, params: dict[str, Any]) -> None:
+        """Every label's ratings, and how many labels each guideline version of each project
+        has, from ``statement`` (sql.RATINGS_INPUT or sql.RATINGS_LIVE). ``starts``: the first
+        position of each project's items."""
+        projects = np.array(list(starts), dtype=np.int64)
+        first_positions = np.array(list(starts.values()), dtype=np.int64)
+        rows = _stream(cursor.cursor.connection, sql.render(statement, self.tables), params)
+        for chunk in _read_ahead(rows):
+            position_column, numbers, version_column, payloads = zip(*chunk, strict=True)
+            positions = np.asarray(position_column, dtype=np.int64)
+            versions = np.asarray(version_column, dtype=np.int64)
+            self.ratings.add_chunk(positions, _pseudonyms(numbers), payloads, json.loads)
+            owners = projects[np.searchsorted(first_positions, positions, side="right") - 1]
+            used = versions >= 0
+            # One number per (project, version): versions are far below 2**31.
+            pairs, counts = np.unique(owners[used] * 2**31 + versions[used], return_counts=True)
+            for pair, count in zip(pairs.tolist(), counts.tolist(), strict=True):
+                self.guideline_uses[(pair >> 31, pair & (2**31 - 1))] += count
 
 
-def _concrete_field(name: str) -> Field[Any, Any]:
-    field = SnapshotItem._meta.get_field(name)
-    assert isinstance(field, Field)
-    return field
+# Rows the in-database capture reads at a time.
+CAPTURE_CHUNK = 20_000
 
 
-def _copy_json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, allow_nan=False)
+def _tables() -> dict[str, str]:
+    """The quoted table names sql.py's statements name."""
+    models: dict[str, type[Model]] = {
+        "annotation": Annotation,
+        "candidate": CandidateAnswer,
+        "dataset": Dataset,
+        "evidence_table": Evidence,
+        "figure": Figure,
+        "gold_record": GoldRecord,
+        "guideline": Guideline,
+        "paper": Paper,
+        "project": Project,
+        "project_item": ProjectItem,
+        "qa_item": QAItem,
+        "snapshot_item": SnapshotItem,
+        "snapshot_label": SnapshotLabel,
+        "snapshot_paper": SnapshotPaper,
+    }
+    tables = {name: connection.ops.quote_name(model._meta.db_table) for name, model in models.items()}
+    tables["gold_sources"] = connection.ops.quote_name(GoldRecord.source_annotations.through._meta.db_table)
+    return tables
+
+
+class _Reader:
+    """``work(cursor)`` in a thread of its own, on a connection of its own, in a REPEATABLE READ
+    transaction that sees ``database_snapshot`` (exported by the caller's transaction, which
+    must stay open until ``join``) and writes nothing but temporary tables. ``join`` waits for
+    it and raises what it raised; ``wait`` waits for an event of its work, or for its end."""
+
+    def __init__(self, work: Callable[[CursorWrapper], None], *, database_snapshot: str) -> None:
+        if not re.fullmatch(r"[0-9A-F-]+", database_snapshot):
+            raise ValueError(f"unexpected snapshot id {database_snapshot!r}")
+        self.work = work
+        self.database_snapshot = database_snapshot
+        self.cancelled = threading.Event()
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="snapshot-reader", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                # SET takes no parameters; the id is checked above.
+                cursor.execute(f"SET TRANSACTION SNAPSHOT '{self.database_snapshot}'")
+                self.work(cursor)
+        except BaseException as failure:  # handed to the thread that joins
+            self.failure = failure
+        finally:
+            connection.close()
+
+    def wait(self, event: threading.Event) -> None:
+        """Until ``event`` is set; raises what the work raised if it ended before."""
+        while not event.wait(0.1):
+            if not self.thread.is_alive():
+                self.join()
+                raise RuntimeError("the snapshot reader stopped before it was done")
+
+    def cancel(self) -> None:
+        """The caller failed: its transaction is about to end, and the snapshot with it."""
+        self.cancelled.set()
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.failure is not None and not self.cancelled.is_set():
+            raise self.failure
+
+
+def _binary_rows(statement: str, params: dict[str, Any]) -> list[Any]:
+    """The rows of a query, read in binary (Django's own cursors bind on the client, which
+    psycopg allows in text only)."""
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(statement, params, binary=True)
+        return cursor.fetchall()
+
+
+def _stream(raw: Any, statement: str, params: dict[str, Any]) -> Iterator[list[Any]]:
+    """The rows of a query, CAPTURE_CHUNK at a time, from a server-side cursor of the current
+    transaction of ``raw`` (a psycopg connection), in binary so that psycopg reads them in C."""
+    with psycopg.ServerCursor(raw, "quire_snapshot_stream") as cursor:
+        cursor.execute(statement, params, binary=True)
+        while rows := cursor.fetchmany(CAPTURE_CHUNK):
+            yield rows
+
+
+def _read_ahead(chunks: Iterator[list[Any]]) -> Iterator[list[Any]]:
+    """``chunks``, read by a second thread one chunk ahead: the database sends the next while
+    this thread works on the last. The reading thread uses the connection only while the
+    caller works on what it already has."""
+    slot: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in chunks:
+                if not _put(slot, ("chunk", chunk), stop):
+                    return
+            _put(slot, ("end", None), stop)
+        except BaseException as failure:  # handed to the reading side, which raises it
+            _put(slot, ("failure", failure), stop)
+        finally:
+            if isinstance(chunks, Generator):
+                chunks.close()
+
+    reader = threading.Thread(target=read, name="snapshot-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            kind, found = slot.get()
+            if kind == "end":
+                return
+            if kind == "failure":
+                raise found
+            yield found
+    finally:
+        stop.set()
+        reader.join()
+
+
+def _pseudonyms(numbers: Sequence[int] | Any) -> Any:
+    """A1, A2, ... for annotator numbers, as an array of names."""
+    codes, distinct = pd.factorize(np.asarray(numbers, dtype=np.int64))
+    return np.array([f"A{number}" for number in distinct] or [""], dtype=object)[codes]
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+_COPY_SPECIAL = re.compile(r"[\\\t\n\r]")
+_COPY_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _copy_text(value: str | None) -> str:
+    """A value in COPY's text format: NULL as \\N, and backslash, tab and line ends escaped."""
+    if value is None:
+        return "\\N"
+    if _COPY_SPECIAL.search(value) is None:
+        return value
+    return _COPY_SPECIAL.sub(lambda found: _COPY_ESCAPES[found.group()], value)
 
 
 def _group_key(dataset_name: str, paper: str | None, split: str, external_id: str) -> str:
@@ -703,28 +993,28 @@ def _group_sizes(live: QuerySet[GoldRecord]) -> Iterator[tuple[str, int]]:
         yield item_group(single["dataset"], single["split"], single["external_id"]), single["n"]
 
 
-def _pseudonyms(live: QuerySet[GoldRecord]) -> dict[int, str]:
-    """A1, A2, ... for the annotators of the snapshot's items, numbered by account."""
+def _annotator_numbers(live: QuerySet[GoldRecord]) -> dict[int, int]:
+    """1, 2, ... (A1, A2, ...) for the annotators of the snapshot's items, numbered by account."""
     annotators = (
         Annotation.objects.filter(project_item__gold__in=live.values("pk"), status=AnnotationStatus.SUBMITTED)
         .order_by("annotator_id")
         .values_list("annotator_id", flat=True)
         .distinct()
     )
-    return {user_id: f"A{number}" for number, user_id in enumerate(annotators, start=1)}
+    return {user_id: number for number, user_id in enumerate(annotators, start=1)}
 
 
-def _gold_chunks(project: Project) -> Iterator[list[_GoldRow]]:
+def _gold_chunks(project: Project) -> Iterator[list[GoldRow]]:
     """The project's live gold records in queue order, CHUNK at a time, from one streaming
     query (a server-side cursor on PostgreSQL): one ordered scan, however large the project."""
     records = (
         GoldRecord.objects.filter(project=project, reopened_at__isnull=True)
-        .order_by("project_item__position")
-        .values_list(*_GOLD_COLUMNS)
+        .order_by("project_item__position", "project_item_id")
+        .values_list(*GOLD_COLUMNS)
     )
-    chunk: list[_GoldRow] = []
+    chunk: list[GoldRow] = []
     for values in records.iterator(chunk_size=CHUNK):
-        chunk.append(_GoldRow(*values))
+        chunk.append(GoldRow(*values))
         if len(chunk) >= CHUNK:
             yield chunk
             chunk = []
@@ -755,9 +1045,10 @@ def _source_annotations(record_ids: list[int]) -> dict[int, list[int]]:
     return found
 
 
-def _raw_labels(project_item_ids: list[int], pseudonyms: dict[int, str]) -> dict[int, list[Json]]:
-    """Every submitted annotation of the items, by pseudonym number."""
-    found: dict[int, list[Json]] = {}
+def _labels_of(project_item_ids: list[int], numbers: dict[int, int]) -> dict[int, list[SnapshotLabel]]:
+    """Every submitted annotation of the items as an unsaved label (item position to be set), in
+    annotator order."""
+    found: dict[int, list[SnapshotLabel]] = {}
     rows = (
         Annotation.objects.filter(project_item_id__in=project_item_ids, status=AnnotationStatus.SUBMITTED)
         .order_by("project_item_id", "annotator_id")
@@ -765,61 +1056,15 @@ def _raw_labels(project_item_ids: list[int], pseudonyms: dict[int, str]) -> dict
     )
     for annotation_id, project_item_id, annotator_id, payload, version, submitted_at in rows:
         found.setdefault(project_item_id, []).append(
-            {
-                "annotation": annotation_id,
-                "annotator": pseudonyms.get(annotator_id, f"A?{annotator_id}"),
-                "guideline_version": version,
-                "submitted_at": submitted_at.isoformat() if submitted_at else None,
-                "payload": payload,
-            }
+            SnapshotLabel(
+                annotator=numbers[annotator_id],
+                annotation_id=annotation_id,
+                guideline_version=version,
+                submitted_at=submitted_at,
+                payload=payload,
+            )
         )
     return found
-
-
-def _item_fields(source: Json) -> Json:
-    """What ``workflow.curated`` starts from: the item's texts and evidence (and the rated
-    response, for workflows that rate answers)."""
-    fields: Json = {"question": source["question"], "answer": source["answer"], "evidence": list(source["evidence"])}
-    if source["candidate"] is not None:
-        fields["response"] = source["candidate"]["text"]
-    return fields
-
-
-def _frozen_source(dataset: Dataset) -> Json:
-    return {
-        "name": dataset.name,
-        "source_format": dataset.source_format,
-        "licence": dataset.licence,
-        "attribution": dataset.attribution,
-        "source_url": dataset.source_url,
-        "description": dataset.description,
-        "layout": dataset.extra.get(dataset.source_format, {}),
-    }
-
-
-def _frozen_figure(figure: Figure) -> Json:
-    return {
-        "file_name": figure.file_name,
-        "caption": figure.caption,
-        "content_type": figure.content_type,
-        "figure_type_raw": figure.figure_type_raw,
-        "figure_type": figure.figure_type,
-        "extra": figure.extra,
-    }
-
-
-def _frozen_paper(paper: Paper, figures: list[Json]) -> Json:
-    return {
-        "external_id": paper.external_id,
-        "version": paper.version,
-        "title": paper.title,
-        "venue": paper.venue,
-        "year": paper.year,
-        "decision": paper.decision,
-        "url": paper.url,
-        "extra": paper.extra,
-        "figures": figures,
-    }
 
 
 def _guideline_rows(projects: Sequence[Project], uses: Counter[tuple[int, int]]) -> list[Json]:
@@ -853,10 +1098,32 @@ class _Plan:
 
 
 def snapshot_write(
-    snapshot: GoldSnapshot, directory: Path, *, progress: Callable[[int, int], None] | None = None
+    snapshot: GoldSnapshot,
+    directory: Path,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    in_database: bool | None = None,
 ) -> list[WrittenFile]:
     """Write every file of a captured snapshot into ``directory`` from its frozen rows, then the
-    dataset card and the checksum list. Deterministic: the same snapshot gives the same bytes."""
+    dataset card and the checksum list. Deterministic: the same snapshot gives the same bytes.
+
+    ``in_database`` (the default on PostgreSQL) has the database spell the canonical JSON
+    Lines (layout 2, without per-item agreement) from the stored JSON text; otherwise every
+    record is decoded and encoded in Python, to the same bytes."""
+    written = snapshot_write_data(snapshot, directory, progress=progress, in_database=in_database)
+    return written + _write_card(snapshot, directory, written)
+
+
+def snapshot_write_data(
+    snapshot: GoldSnapshot,
+    directory: Path,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    in_database: bool | None = None,
+) -> list[WrittenFile]:
+    """The data files of ``snapshot_write``, without the card and the checksum list."""
+    if in_database is None:
+        in_database = connection.vendor == "postgresql"
     options = RecordOptions(
         raw_labels=snapshot.include_raw_labels,
         item_agreement=snapshot.include_item_agreement,
@@ -864,15 +1131,18 @@ def snapshot_write(
     )
     plans = _plans(snapshot)
     counter = _Progress(sum(plan.rows for plan in plans), progress)
-    written: list[WrittenFile] = []
-    for plan in plans:
-        written.append(_write_plan(snapshot, directory, plan, options, counter))
+    written = [_write_plan(snapshot, directory, plan, options, counter, in_database=in_database) for plan in plans]
     counter.finish()
-    card = build_card(_card_data(snapshot), written)
-    written.append(write_file(directory, CARD_NAME, "markdown", lambda out: write_text(out, card)))
-    checksums = checksums_text(written)
-    written.append(write_file(directory, CHECKSUMS_NAME, "sha256", lambda out: write_text(out, checksums)))
     return written
+
+
+def _write_card(snapshot: GoldSnapshot, directory: Path, written: list[WrittenFile]) -> list[WrittenFile]:
+    """The dataset card (which lists the data files) and the checksum list of every file."""
+    card = build_card(_card_data(snapshot), written)
+    found = [write_file(directory, CARD_NAME, "markdown", lambda out: write_text(out, card))]
+    checksums = checksums_text(written + found)
+    found.append(write_file(directory, CHECKSUMS_NAME, "sha256", lambda out: write_text(out, checksums)))
+    return found
 
 
 class _Progress:
@@ -950,34 +1220,142 @@ def _extension(snapshot: GoldSnapshot, layout: str, split: str) -> str:
 
 
 def _write_plan(
-    snapshot: GoldSnapshot, directory: Path, plan: _Plan, options: RecordOptions, counter: _Progress
+    snapshot: GoldSnapshot,
+    directory: Path,
+    plan: _Plan,
+    options: RecordOptions,
+    counter: _Progress,
+    *,
+    in_database: bool,
 ) -> WrittenFile:
     if plan.layout:
         rows = counter.counted(_native_rows(snapshot, plan.layout, plan.split))
         return write_file(directory, plan.name, plan.format, lambda out: native.write_native(out, plan.layout, rows))
-    records = (canonical_record(row, options) for row in counter.counted(_export_rows(snapshot, options)))
     if plan.format == ExportFormat.JSONL:
-        return write_file(directory, plan.name, plan.format, lambda out: write_json_lines(out, records))
+        if in_database and snapshot.jsonl_layout == JSONL_SPACED and not options.item_agreement:
+            lines = _database_lines(snapshot, options, counter)
+        else:
+            lines = (
+                canonical_line(canonical_record(row, options), layout=snapshot.jsonl_layout)
+                for row in counter.counted(_export_rows(snapshot, options))
+            )
+        return write_file(directory, plan.name, plan.format, lambda out: write_lines(out, lines))
+    records = (canonical_record(row, options) for row in counter.counted(_export_rows(snapshot, options)))
     columns = canonical_columns(options)
     if plan.format == ExportFormat.CSV:
         return write_file(directory, plan.name, plan.format, lambda out: write_csv(out, columns, records))
     return write_file(directory, plan.name, plan.format, lambda out: write_parquet(out, columns, records))
 
 
+# Lines of the canonical file the database spells, a chunk of positions at a time.
+LINES_CHUNK = 10_000
+
+
+# Threads that read lines of the canonical file ahead, each on a connection of its own.
+LINE_READERS = 2
+
+
+def _database_lines(snapshot: GoldSnapshot, options: RecordOptions, counter: _Progress) -> Iterator[bytes]:
+    """The canonical JSON Lines of layout 2 as PostgreSQL spells them (sql.jsonl_lines), LINES_CHUNK
+    at a time. Committed rows are read ahead by LINE_READERS connections at once (spelling them
+    is most of the work, and the database does it); rows of the current transaction, which
+    only this connection sees, one chunk after another. Progress is written between chunks."""
+    statement = sql.render(sql.jsonl_lines(raw_labels=options.raw_labels), _tables())
+    withheld = list(snapshot.withheld_splits)
+
+    def read(start: int) -> list[Any]:
+        params = {"snapshot": snapshot.pk, "start": start, "stop": start + LINES_CHUNK, "withheld": withheld}
+        return _binary_rows(statement, params)
+
+    starts = list(range(0, snapshot.item_count, LINES_CHUNK))
+    chunks = map(read, starts) if connection.in_atomic_block else _read_in_parallel(read, starts, readers=LINE_READERS)
+    for rows in chunks:
+        for (line,) in rows:
+            counter.step()
+            yield line
+
+
+def _read_in_parallel(read: Callable[[int], list[Any]], starts: list[int], *, readers: int) -> Iterator[list[Any]]:
+    """``map(read, starts)``, with ``readers`` threads reading ahead (thread k reads every
+    ``readers``-th), each holding at most one result and closing its connection when done."""
+    slots: list[queue.Queue[tuple[bool, Any]]] = [queue.Queue(maxsize=1) for _ in range(readers)]
+    stop = threading.Event()
+
+    def work(offset: int) -> None:
+        try:
+            for start in starts[offset::readers]:
+                if not _put(slots[offset], (True, read(start)), stop):
+                    return
+        except BaseException as failure:  # handed to the reading side, which raises it
+            _put(slots[offset], (False, failure), stop)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(offset,), daemon=True) for offset in range(readers)]
+    for thread in threads:
+        thread.start()
+    try:
+        for index in range(len(starts)):
+            read_well, found = slots[index % readers].get()
+            if not read_well:
+                raise found
+            yield found
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
+def _put(slot: queue.Queue[Any], value: Any, stop: threading.Event) -> bool:
+    """Put ``value`` once there is room, unless the reader stopped waiting."""
+    while not stop.is_set():
+        try:
+            slot.put(value, timeout=0.1)
+        except queue.Full:
+            continue
+        return True
+    return False
+
+
 _ROW_FIELDS = ("position", "split", "project_id", "project_item_id", "qa_item_id", "source", "gold", "curated")
 
 
 def _export_rows(snapshot: GoldSnapshot, options: RecordOptions) -> Iterator[ExportRow]:
-    """The snapshot's rows in export order, streamed; raw labels only when the export shows them."""
-    fields = _ROW_FIELDS + (("raw_labels",) if options.raw_labels or options.item_agreement else ())
+    """The snapshot's rows in export order, CHUNK positions at a time; raw labels only when the
+    export shows them."""
     withheld = set(snapshot.withheld_splits)
-    rows = SnapshotItem.objects.filter(snapshot=snapshot).order_by("position").values_list(*fields)
-    for values in rows.iterator(chunk_size=CHUNK):
-        yield _export_row(values, withheld)
+    with_labels = options.raw_labels or options.item_agreement
+    for start in range(0, snapshot.item_count, CHUNK):
+        positions = {"position__gte": start, "position__lt": start + CHUNK}
+        rows = SnapshotItem.objects.filter(snapshot=snapshot, **positions).order_by("position")
+        labels = _raw_labels(snapshot, start, start + CHUNK) if with_labels else {}
+        for values in rows.values_list(*_ROW_FIELDS):
+            yield _export_row(values, withheld, labels.get(values[0], []))
 
 
-def _export_row(values: tuple[Any, ...], withheld: set[str]) -> ExportRow:
-    position, split, project_id, project_item_id, item_id, source, gold, curated, *rest = values
+def _raw_labels(snapshot: GoldSnapshot, start: int, stop: int) -> dict[int, list[Json]]:
+    """The labels of the items at positions ``start`` to ``stop`` (excluded), as records show them."""
+    found: dict[int, list[Json]] = {}
+    labels = (
+        SnapshotLabel.objects.filter(snapshot=snapshot, item_position__gte=start, item_position__lt=stop)
+        .order_by("item_position", "annotator")
+        .values_list("item_position", "annotator", "annotation_id", "guideline_version", "submitted_at", "payload")
+    )
+    for position, annotator, annotation_id, version, submitted_at, payload in labels:
+        found.setdefault(position, []).append(
+            {
+                "annotation": annotation_id,
+                "annotator": f"A{annotator}",
+                "guideline_version": version,
+                "submitted_at": submitted_at.isoformat() if submitted_at else None,
+                "payload": payload,
+            }
+        )
+    return found
+
+
+def _export_row(values: tuple[Any, ...], withheld: set[str], raw_labels: list[Json]) -> ExportRow:
+    position, split, project_id, project_item_id, item_id, source, gold, curated = values
     return ExportRow(
         position=position,
         split=split,
@@ -987,7 +1365,7 @@ def _export_row(values: tuple[Any, ...], withheld: set[str]) -> ExportRow:
         item=source,
         gold=gold,
         curated=curated,
-        raw_labels=rest[0] if rest else [],
+        raw_labels=raw_labels,
         withheld=split in withheld,
     )
 
@@ -1006,7 +1384,7 @@ def _native_rows(
     paper_id: int | None = None
     paper: Json | None = None
     for found in values.iterator(chunk_size=CHUNK):
-        row = _export_row(found[:-1], withheld)
+        row = _export_row(found[:-1], withheld, [])
         if spiqa and found[-1] != paper_id:
             paper_id = found[-1]
             paper = SnapshotPaper.objects.filter(pk=paper_id).values_list("data", flat=True).first()

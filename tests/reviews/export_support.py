@@ -23,7 +23,7 @@ from annotation.services.queue import annotation_submit, lease_claim
 from reviews.models import GoldSnapshot
 from reviews.services.adjudication import Decision, gold_decide
 from reviews.services.exports import SnapshotOptions, gold_snapshot_build, gold_snapshot_create, snapshot_directory
-from tests.annotation.workbench_support import spiqa_keep
+from tests.annotation.workbench_support import qascore_full_marks, spiqa_keep
 
 Payload = dict[str, Any]
 PayloadFor = Callable[[ProjectItem, User], Payload]
@@ -60,6 +60,17 @@ def annotate_all(project: Project, annotators: Sequence[User], payload_for: Payl
                 annotator=annotator,
                 payload=payload_for(project_item, annotator),
             )
+
+
+def annotate_qascore_apart(project: Project, first: User, second: User) -> None:
+    """Two annotators who rate every answer differently: full marks, and half with another extraction."""
+    annotate_all(
+        project,
+        [first, second],
+        lambda project_item, user: (
+            qascore_full_marks() if user == first else {"extracted_answer": "taller", "no_answer": False, "score": 0.5}
+        ),
+    )
 
 
 def decide_all(

@@ -12,18 +12,31 @@ from typing import Any
 import pytest
 
 from annotation.workflows import get_workflow
+from annotation.workflows.base import LabelField
 from reviews.exports import native
-from reviews.exports.labels import CARD_MAX_CATEGORIES, RatingsAccumulator
-from reviews.exports.records import ExportRow, RecordOptions, canonical_columns, canonical_record, item_agreement
+from reviews.exports.labels import CARD_MAX_CATEGORIES, RatingsAccumulator, SplitCounts
+from reviews.exports.records import (
+    JSONL_COMPACT,
+    JSONL_SPACED,
+    ExportRow,
+    RecordOptions,
+    canonical_columns,
+    canonical_line,
+    canonical_record,
+    item_agreement,
+    jsonb_ordered,
+)
 from reviews.exports.writers import (
     Column,
     HashingFile,
     checksums_text,
     csv_value,
+    json_bytes,
     parquet_available,
     write_csv,
     write_file,
     write_json_lines,
+    write_lines,
     write_parquet,
 )
 from tests.reviews.export_support import read_parquet
@@ -413,3 +426,125 @@ def test_a_field_with_too_many_label_sets_gets_percent_agreement_only() -> None:
     assert found["unanimous_agreement"] == pytest.approx((items - disagreeing_items) / items)
     assert found["krippendorff_alpha"] is None
     assert "percent agreement only" in found["reasons"]["krippendorff_alpha"]
+
+
+# The canonical line ---------------------------------------------------------------------------
+
+
+def test_layout_1_lines_are_the_compact_records_of_earlier_snapshots() -> None:
+    record = canonical_record(row(curated={"question": "Ünïcode?"}), RecordOptions(raw_labels=True))
+
+    assert canonical_line(record, layout=JSONL_COMPACT) == json_bytes(record) + b"\n"
+
+
+def test_layout_2_lines_spell_stored_objects_as_postgresql_prints_jsonb() -> None:
+    record = canonical_record(
+        row(curated={"question": "Ünïcode?"}, extra={"zz": 1, "b": {"yy": 2, "x": 3}, "é": 4}),
+        RecordOptions(raw_labels=True),
+    )
+
+    line = canonical_line(record, layout=JSONL_SPACED).decode()
+
+    assert line.endswith("}\n")
+    assert line.count("\n") == 1
+    assert line.startswith('{"id": "SPIQA/test-A/1603.00286v5/0", "dataset": "SPIQA", ')
+    # Stored objects: shortest key first, then by bytes ("é" is two bytes, after "zz").
+    assert '"extra": {"b": {"x": 3, "yy": 2}, "zz": 1, "é": 4}' in line
+    assert '"payload": {"decision": "keep", "figure_type": "plot"}' in line
+    # Objects of the record keep the record's order.
+    assert '{"annotator": "A1", "annotation": 7, "guideline_version": 1, "submitted_at": null, "payload"' in line
+    assert '"question": "Ünïcode?"' in line
+    assert json.loads(line) == record
+
+
+def test_jsonb_order_sorts_every_object_by_key_length_then_bytes() -> None:
+    value = {"é": [{"bb": 1, "a": 2}], "aa": None, "b": {"ü": 1, "z": 2}}
+
+    ordered = jsonb_ordered(value)
+
+    assert list(ordered) == ["b", "aa", "é"]
+    assert list(ordered["b"]) == ["z", "ü"]
+    assert list(ordered["é"][0]) == ["a", "bb"]
+    assert ordered == value
+
+
+def test_lines_are_written_in_order_in_batches() -> None:
+    lines = [f'{{"n": {number}}}\n'.encode() for number in range(5000)]
+
+    data = written(lambda out: write_lines(out, iter(lines), batch=1000))
+
+    assert data == b"".join(lines)
+
+
+def test_a_failed_batch_stops_the_lines() -> None:
+    class Full(HashingFile):
+        def write(self, data: bytes) -> int:
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_lines(Full(io.BytesIO()), iter([b"x" * 100] * 50), batch=100)
+
+
+# Ratings by chunk -----------------------------------------------------------------------------
+
+
+class FirstEvidence(LabelField):
+    """A field whose value is not one key of the payload."""
+
+    def value(self, payload: dict[str, Any]) -> Any:
+        figures = payload.get("evidence_figures") or []
+        return figures[0] if figures else None
+
+
+def test_ratings_by_chunk_are_the_ratings_one_by_one() -> None:
+    fields = (
+        *(
+            field
+            for field in get_workflow("spiqa_filter").label_fields
+            if field.name in ("decision", "discard_reasons")
+        ),
+        FirstEvidence("first_figure", "First figure", "nominal"),
+    )
+    payloads: list[dict[str, Any]] = [
+        {"decision": "keep", "discard_reasons": [], "evidence_figures": ["f1.png"]},
+        {"decision": "discard", "discard_reasons": ["answer_unclear"], "evidence_figures": []},
+        {"decision": "keep", "evidence_figures": ["f2.png", "f1.png"]},
+        {"decision": None},
+    ]
+    ratings = [(item, f"A{rater}", payloads[(item + rater) % 4]) for item in range(40) for rater in (1, 2, 3)]
+    one_by_one, by_chunk = RatingsAccumulator(fields), RatingsAccumulator(fields)
+    for item, rater, payload in ratings:
+        one_by_one.add(item, rater, payload)
+    for start in range(0, len(ratings), 50):
+        chunk = ratings[start : start + 50]
+        by_chunk.add_chunk(
+            [item for item, _, _ in chunk],
+            [rater for _, rater, _ in chunk],
+            [json.dumps(payload) for _, _, payload in chunk],
+            json.loads,
+        )
+
+    assert by_chunk.summary(resamples=20, seed=3) == one_by_one.summary(resamples=20, seed=3)
+    first_figure = one_by_one.summary(resamples=0, seed=0)["fields"][2]
+    assert (first_figure["field"], first_figure["n_ratings"]) == ("first_figure", 60)
+
+
+def test_split_counts_read_a_gold_once_and_count_it_every_time() -> None:
+    fields = tuple(get_workflow("spiqa_filter").label_fields)
+    golds = [
+        {"decision": "keep", "discard_reasons": [], "modify": "no"},
+        {"decision": "discard", "discard_reasons": ["a", "b"]},
+    ]
+    keyed, plain = SplitCounts(fields), SplitCounts(fields)
+    for number in range(30):
+        gold = golds[number % 2]
+        split = "train" if number < 20 else "test"
+        for counts, key in ((keyed, json.dumps(gold)), (plain, None)):
+            counts.add(split, kept=gold["decision"] == "keep", paper=f"p{number // 3}", gold=dict(gold), gold_key=key)
+
+    assert keyed.as_json(["train", "test"]) == plain.as_json(["train", "test"])
+    decision = next(found for found in plain.as_json(["train"])["labels"] if found["field"] == "decision")
+    assert decision["splits"] == [
+        {"split": "train", "counts": [("discard", 10), ("keep", 10)]},
+        {"split": "test", "counts": [("discard", 5), ("keep", 5)]},
+    ]

@@ -19,12 +19,13 @@ from reviews.exports.writers import parquet_available
 from reviews.models import GoldSnapshot, GoldSnapshotFile, SnapshotItem, SnapshotStatus
 from reviews.services.adjudication import Decision, gold_decide, gold_reopen
 from reviews.services.exports import SnapshotOptions, gold_snapshot_create, snapshot_directory, snapshot_write
-from tests.annotation.workbench_support import qascore_full_marks, qascore_project, spiqa_keep, spiqa_project
+from tests.annotation.workbench_support import qascore_project, spiqa_keep, spiqa_project
 from tests.base import CastTestCase
 from tests.reviews.export_support import (
     ExportRootMixin,
     add_member,
     annotate_all,
+    annotate_qascore_apart,
     build_snapshot,
     decide_all,
     read_jsonl,
@@ -262,7 +263,7 @@ class SpiqaSnapshotTests(ExportRootMixin, CastTestCase):
         self.assertEqual(snapshot.guidelines[0]["annotations"], 18)
 
     def test_a_failed_write_marks_the_snapshot_failed_and_keeps_nothing(self) -> None:
-        with mock.patch("reviews.services.exports.write_json_lines", side_effect=OSError("disk full")):
+        with mock.patch("reviews.services.exports.write_lines", side_effect=OSError("disk full")):
             snapshot = build_snapshot(self.spiqa, self.lead, SnapshotOptions())
 
         self.assertEqual(snapshot.status, SnapshotStatus.FAILED)
@@ -328,15 +329,7 @@ class QAScoreSnapshotTests(ExportRootMixin, CastTestCase):
         project = qascore_project(lead=self.lead, items=2, members=(self.annotator, self.annotator2), overlap=2)
         project.dataset.source_format = "qascore"
         project.dataset.save(update_fields=["source_format"])
-        annotate_all(
-            project,
-            [self.annotator, self.annotator2],
-            lambda project_item, user: (
-                qascore_full_marks()
-                if user == self.annotator
-                else {"extracted_answer": "taller", "no_answer": False, "score": 0.5}
-            ),
-        )
+        annotate_qascore_apart(project, self.annotator, self.annotator2)
         decide_all(project, self.lead)
 
         snapshot = build_snapshot(project, self.lead, SnapshotOptions(formats=["jsonl", "qascore"], raw_labels=True))
