@@ -289,7 +289,7 @@ class CommittedSnapshotTests(ExportRootMixin, TransactionTestCase):
             project=project, created_by=lead, options=SnapshotOptions(raw_labels=True), enqueue=False
         )
 
-        with mock.patch("reviews.services.exports.LINES_CHUNK", 5):
+        with mock.patch("reviews.services.snapshot_writing.LINES_CHUNK", 5):
             built = gold_snapshot_build(snapshot_id=snapshot.pk)
 
         assert built is not None

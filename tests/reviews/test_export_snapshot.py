@@ -263,7 +263,7 @@ class SpiqaSnapshotTests(ExportRootMixin, CastTestCase):
         self.assertEqual(snapshot.guidelines[0]["annotations"], 18)
 
     def test_a_failed_write_marks_the_snapshot_failed_and_keeps_nothing(self) -> None:
-        with mock.patch("reviews.services.exports.write_lines", side_effect=OSError("disk full")):
+        with mock.patch("reviews.services.snapshot_writing.write_lines", side_effect=OSError("disk full")):
             snapshot = build_snapshot(self.spiqa, self.lead, SnapshotOptions())
 
         self.assertEqual(snapshot.status, SnapshotStatus.FAILED)
