@@ -29,16 +29,15 @@ from annotation.models import ROLE_RANK, Project, ProjectMembership, Role
 from config.http import AuthenticatedHttpRequest, render_page
 from reviews.exports.splits import MAX_SEED, RATIOS, SplitRule, SplitRuleInvalid, parse_ratios
 from reviews.models.snapshots import ExportFormat, SplitMode
-from reviews.services.exports import (
-    SnapshotOptions,
+from reviews.selectors.snapshots import (
     format_choices,
-    gold_snapshot_create,
     led_projects_like,
     snapshot_file_get,
     snapshot_files,
     snapshot_get_for_user,
     snapshots_of,
 )
+from reviews.services.exports import SnapshotOptions, gold_snapshot_create
 
 LIST_PAGE = "reviews/exports.html"
 DETAIL_PAGE = "reviews/export_detail.html"

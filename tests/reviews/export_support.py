@@ -21,8 +21,9 @@ from accounts.models import User
 from annotation.models import AnnotationStatus, Project, ProjectItem, ProjectMembership, Role
 from annotation.services.queue import annotation_submit, lease_claim
 from reviews.models import GoldSnapshot
+from reviews.selectors.snapshots import snapshot_directory
 from reviews.services.adjudication import Decision, gold_decide
-from reviews.services.exports import SnapshotOptions, gold_snapshot_build, gold_snapshot_create, snapshot_directory
+from reviews.services.exports import SnapshotOptions, gold_snapshot_build, gold_snapshot_create
 from tests.annotation.workbench_support import qascore_full_marks, spiqa_keep
 
 Payload = dict[str, Any]

@@ -26,12 +26,12 @@ from reviews.exports.splits import SplitRule
 from reviews.exports.writers import json_bytes
 from reviews.models import GoldSnapshot, SnapshotItem, SnapshotPaper, SnapshotStatus
 from reviews.models.snapshots import SnapshotLabel
+from reviews.selectors.snapshots import snapshot_directory
 from reviews.services.exports import (
     CARD_RESAMPLES,
     SnapshotOptions,
     gold_snapshot_build,
     gold_snapshot_create,
-    snapshot_directory,
     snapshot_freeze,
     snapshot_write,
     snapshot_write_data,

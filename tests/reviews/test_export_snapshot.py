@@ -17,8 +17,9 @@ from reviews.exports.records import RecordOptions, canonical_columns
 from reviews.exports.splits import SplitRule
 from reviews.exports.writers import parquet_available
 from reviews.models import GoldSnapshot, GoldSnapshotFile, SnapshotItem, SnapshotStatus
+from reviews.selectors.snapshots import snapshot_directory
 from reviews.services.adjudication import Decision, gold_decide, gold_reopen
-from reviews.services.exports import SnapshotOptions, gold_snapshot_create, snapshot_directory, snapshot_write
+from reviews.services.exports import SnapshotOptions, gold_snapshot_create, snapshot_write
 from tests.annotation.workbench_support import qascore_project, spiqa_keep, spiqa_project
 from tests.base import CastTestCase
 from tests.reviews.export_support import (

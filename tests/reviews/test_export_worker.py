@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from annotation.models import ProjectItem
 from reviews.models import GoldMethod, GoldRecord, GoldSnapshot, SnapshotStatus
-from reviews.services.exports import SnapshotOptions, gold_snapshot_create, snapshot_directory
+from reviews.selectors.snapshots import snapshot_directory
+from reviews.services.exports import SnapshotOptions, gold_snapshot_create
 from tests.annotation.workbench_support import spiqa_project
 from tests.factories import UserFactory
 from tests.reviews.export_support import read_jsonl

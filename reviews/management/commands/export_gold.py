@@ -13,14 +13,8 @@ from annotation.models import Project
 from reviews.exports.splits import RATIOS, SOURCE, SplitRule, SplitRuleInvalid, parse_ratios
 from reviews.exports.writers import WrittenFile
 from reviews.models import GoldSnapshot, SnapshotStatus
-from reviews.services.exports import (
-    SnapshotOptions,
-    gold_snapshot_build,
-    gold_snapshot_create,
-    snapshot_directory,
-    snapshot_files,
-    snapshot_write,
-)
+from reviews.selectors.snapshots import snapshot_directory, snapshot_files
+from reviews.services.exports import SnapshotOptions, gold_snapshot_build, gold_snapshot_create, snapshot_write
 
 
 def _listed(values: list[str] | None) -> list[str]:
