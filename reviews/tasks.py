@@ -6,8 +6,8 @@ import random
 
 from celery import Task, shared_task
 
-from reviews.services.adjudication import review_job_run
 from reviews.services.exports import gold_snapshot_build
+from reviews.services.review_jobs import review_job_run
 
 
 @shared_task(acks_late=True, time_limit=4 * 3600, soft_time_limit=4 * 3600 - 60)

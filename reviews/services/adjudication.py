@@ -1,4 +1,4 @@
-"""Adjudication: the review queue's per-item state, decisions, reopening and auto-accept.
+"""Adjudication: decisions, reopening and auto-accept.
 
 Invariants, and what holds them:
 
@@ -21,27 +21,20 @@ field. Items a lead reopened, flagged items and calibration items (no capacity) 
 person. A lead's "accept unanimous" job does the same for items completed before the setting
 was on, one item per transaction under its row lock, skipping items decided meanwhile.
 
-Jobs (``ReviewJob``, run by ``reviews.tasks.review_job_run_task``): accepting unanimous items
-and rebuilding every review state of a project (for labels written in bulk, which no hook
-saw). A worker claims a job with a conditional ``UPDATE`` and holds a lease it renews as it
-goes; a task delivered again while the lease runs waits for it, and once it has run out takes
-the job over. Both jobs can run again from the start without harm: an accepted item is
-decided and skipped, a rebuilt state is rebuilt to the same row.
+The review states are written in review_states.py; the jobs that accept unanimous items or
+rebuild the states of a whole project are run by review_jobs.py.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Protocol
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Field, Q, QuerySet
-from django.db.models.functions import Coalesce
+from django.db import transaction
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from accounts.models import User
@@ -50,26 +43,14 @@ from annotation.models import Annotation, AnnotationStatus, Project, ProjectItem
 from annotation.workflows import get_workflow
 from annotation.workflows.base import Payload, PayloadInvalid
 from reviews.models import GoldAction, GoldMethod, GoldRecord, GoldRevision, ReviewDecision, ReviewRequest, ReviewState
-from reviews.models.gold import ACTIVE_JOB, ReviewJob, ReviewJobKind, ReviewJobStatus
 from reviews.selectors.gold import (
-    ItemState,
     annotations_fingerprint,
-    computed_review_states,
-    stale_item_ids,
 )
-
-logger = logging.getLogger(__name__)
+from reviews.services.review_states import review_states_refresh
 
 NOTE_LIMIT = 5000
-# Items whose states one refresh query batch rewrites (and a rebuild locks at once).
-REFRESH_BATCH = 1000
 # Items an accept job reads per query; each is then accepted in its own transaction.
 ACCEPT_BATCH = 500
-# A running job's lease, renewed at every progress report; a job whose lease ran out is taken
-# over by the next delivery of its task.
-JOB_LEASE = timedelta(seconds=120)
-# Items between two progress reports of a job.
-PROGRESS_EVERY = 250
 
 
 @dataclass(frozen=True)
@@ -85,155 +66,6 @@ class Decision:
     note: str = ""
     # annotations_fingerprint() of what the reviewer saw; None skips the check.
     seen: str | None = None
-
-
-# Review states ------------------------------------------------------------------------------
-
-
-def review_states_refresh(*, project: Project, project_item_ids: Iterable[int]) -> list[ItemState]:
-    """Rewrite the review states of these items from their annotations and gold records, in
-    a fixed number of queries per batch. Returns the states written."""
-    ids = list(project_item_ids)
-    written: list[ItemState] = []
-    for start in range(0, len(ids), REFRESH_BATCH):
-        batch = ids[start : start + REFRESH_BATCH]
-        positions = dict(ProjectItem.objects.filter(project=project, pk__in=batch).values_list("pk", "position"))
-        written.extend(_states_write(project, computed_review_states(project, positions)))
-    return written
-
-
-STATE_COLUMNS = (
-    "position",
-    "submitted_count",
-    "disagrees",
-    "disagreeing_fields",
-    "unanimous",
-    "flag_count",
-    "decision",
-    "updated_at",
-)
-
-
-# The rows of _states_write on PostgreSQL: one array per column (JSON as text).
-STATE_ROWS = (
-    "SELECT %s, item, position, submitted, disagrees, fields::jsonb, unanimous, flags, decision, %s "
-    "FROM unnest(%s::bigint[], %s::integer[], %s::integer[], %s::boolean[], %s::text[], %s::boolean[], "
-    "%s::integer[], %s::text[]) AS state(item, position, submitted, disagrees, fields, unanimous, flags, decision)"
-)
-
-
-def _states_write(project: Project, states: list[ItemState]) -> list[ItemState]:
-    """Insert or overwrite these states in one statement. On PostgreSQL the rows travel as
-    one array per column (``unnest``): a thousand rows cost one small statement rather than
-    the ORM's nine thousand parameters and a thousand model instances."""
-    if not states:
-        return states
-    now = timezone.now()
-    if connection.vendor != "postgresql":
-        ReviewState.objects.bulk_create(
-            [_state_row(project, state, now) for state in states],
-            update_conflicts=True,
-            unique_fields=["project_item"],
-            update_fields=list(STATE_COLUMNS),
-        )
-        return states
-    column = {name: _column(name) for name in ("project", "project_item", *STATE_COLUMNS)}
-    table = connection.ops.quote_name(ReviewState._meta.db_table)
-    columns, conflict = ", ".join(column.values()), column["project_item"]
-    updates = ", ".join(f"{column[name]} = EXCLUDED.{column[name]}" for name in STATE_COLUMNS)
-    # A state that says the same already is left alone: no new row version, no index updates.
-    compared = [column[name] for name in STATE_COLUMNS if name != "updated_at"]
-    changed = f"({', '.join(f'{table}.{name}' for name in compared)}) IS DISTINCT FROM "
-    changed += f"({', '.join(f'EXCLUDED.{name}' for name in compared)})"
-    upsert = f"ON CONFLICT ({conflict}) DO UPDATE SET {updates} WHERE {changed}"
-    sql = f"INSERT INTO {table} ({columns}) {STATE_ROWS} {upsert}"
-    params: list[Any] = [
-        project.pk,
-        now,
-        [state.project_item_id for state in states],
-        [state.position for state in states],
-        [state.submitted_count for state in states],
-        [state.disagrees for state in states],
-        [json.dumps(state.disagreeing_fields) for state in states],
-        [state.unanimous for state in states],
-        [state.flag_count for state in states],
-        [state.decision for state in states],
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-    return states
-
-
-def _column(name: str) -> str:
-    field = ReviewState._meta.get_field(name)
-    assert isinstance(field, Field)
-    assert field.column
-    return connection.ops.quote_name(field.column)
-
-
-def _state_row(project: Project, state: ItemState, now: datetime) -> ReviewState:
-    return ReviewState(
-        project=project,
-        project_item_id=state.project_item_id,
-        position=state.position,
-        submitted_count=state.submitted_count,
-        disagrees=state.disagrees,
-        disagreeing_fields=state.disagreeing_fields,
-        unanimous=state.unanimous,
-        flag_count=state.flag_count,
-        decision=state.decision,
-        updated_at=now,
-    )
-
-
-def review_states_refresh_stale(*, project: Project, progress: Callable[[int], None] | None = None) -> int:
-    """Bring up to date the states of items whose submitted annotations were counted without
-    the hooks seeing them (see selectors.stale_item_ids), a batch at a time in id order;
-    returns how many. Each batch's item rows are locked so that a refresh never overwrites a
-    newer state a submit writes meanwhile; items a submit holds right now are passed over, as
-    its own hook refreshes them. ``progress`` gets the count after each batch."""
-    done = after = 0
-    while ids := stale_item_ids(project, after=after):
-        with transaction.atomic():
-            locked = (
-                ProjectItem.objects.select_for_update(of=("self",), skip_locked=True)
-                .filter(pk__in=ids)
-                .order_by("pk")
-                .only("pk")
-            )
-            batch = [item.pk for item in locked]
-            review_states_refresh(project=project, project_item_ids=batch)
-        done += len(batch)
-        after = ids[-1]
-        if progress is not None:
-            progress(done)
-    return done
-
-
-def review_states_rebuild(*, project: Project, progress: Callable[[int], None] | None = None) -> int:
-    """Rewrite the review state of every item of the project from its submitted annotations,
-    flags and gold record: for labels written in bulk, which no hook saw, whatever their
-    counts say. A batch of items at a time, in id order, each batch's rows locked while its
-    states are written, in four queries per batch. ``progress`` gets the number of items done
-    after each batch. Returns the number of states written."""
-    written = 0
-    after = 0
-    while True:
-        with transaction.atomic():
-            locked = (
-                ProjectItem.objects.select_for_update(of=("self",))
-                .filter(project=project, pk__gt=after)
-                .order_by("pk")
-                .values_list("pk", "position")
-            )
-            positions = dict(locked[:REFRESH_BATCH])
-            if not positions:
-                return written
-            states = computed_review_states(project, positions, every_item_from=min(positions))
-            written += len(_states_write(project, states))
-        after = max(positions)
-        if progress is not None:
-            progress(written)
 
 
 def review_annotation_changed(*, annotation: Annotation) -> None:
@@ -614,128 +446,3 @@ def _accept_one(project: Project, project_item_id: int) -> bool:
     if state is None or not _qualifies(state, state.project_item.capacity):
         return False
     return _accept(project, [project_item_id], now=timezone.now()) == 1
-
-
-# Jobs ---------------------------------------------------------------------------------------
-
-
-def review_job_start(*, project: Project, kind: str, created_by: User | None) -> ReviewJob:
-    """Queue a job of ``kind`` on the project, run by a worker once the caller's transaction
-    commits; or, when one is queued or running already (the button pressed twice, or by two
-    leads), that job, sent to a worker again unless one holds it."""
-    job = ReviewJob.objects.filter(ACTIVE_JOB, project=project, kind=kind).first()
-    if job is None:
-        try:
-            with transaction.atomic():
-                job = ReviewJob.objects.create(project=project, kind=kind, created_by=created_by)
-        except IntegrityError:
-            # Another press created it between the read and the insert; that one is enqueued.
-            return ReviewJob.objects.filter(project=project, kind=kind).latest("created_at", "pk")
-    elif job.status == ReviewJobStatus.RUNNING and _lease_left(job, timezone.now()) > 0:
-        return job
-    from reviews.tasks import review_job_run_task
-
-    job_id = job.pk
-    transaction.on_commit(lambda: review_job_run_task.delay(job_id))
-    return job
-
-
-@dataclass(frozen=True, slots=True)
-class JobRun:
-    """What one delivery of a job's task did: ran it (``job``), found it finished or gone
-    (neither), or found another worker's lease on it (``retry_in`` seconds left)."""
-
-    job: ReviewJob | None = None
-    retry_in: float | None = None
-
-
-def review_job_run(*, job_id: int) -> JobRun:
-    """Claim the job (queued, or running with a lapsed lease) and run it to the end."""
-    now = timezone.now()
-    claimable = Q(status=ReviewJobStatus.QUEUED) | Q(status=ReviewJobStatus.RUNNING, lease_expires_at__lte=now)
-    claimed = (
-        ReviewJob.objects.filter(claimable, pk=job_id).update(
-            status=ReviewJobStatus.RUNNING, lease_expires_at=now + JOB_LEASE, started_at=Coalesce("started_at", now)
-        )
-        == 1
-    )
-    job = ReviewJob.objects.select_related("project").filter(pk=job_id).first()
-    if not claimed:
-        if job is None or not job.is_active:
-            return JobRun()
-        return JobRun(retry_in=max(_lease_left(job, now), 1.0))
-    assert job is not None
-    try:
-        _JOB_RUNNERS[job.kind](job, _JobProgress(job.pk))
-    except Exception:
-        logger.exception("review job %s failed", job_id)
-        _job_finish(job, ReviewJobStatus.FAILED, error="the job stopped on an error; see the worker log")
-    else:
-        _job_finish(job, ReviewJobStatus.DONE)
-    return JobRun(job=job)
-
-
-def _lease_left(job: ReviewJob, now: datetime) -> float:
-    if job.lease_expires_at is None:
-        return 0.0
-    return (job.lease_expires_at - now).total_seconds()
-
-
-class _JobProgress:
-    """Writes a running job's counts where its page reads them, and renews its lease, every
-    PROGRESS_EVERY items and when the count reaches the total."""
-
-    def __init__(self, job_id: int) -> None:
-        self.job_id = job_id
-        self.reported = -PROGRESS_EVERY
-        self.total: int | None = None
-
-    def report(self, done: int, total: int | None = None, *, force: bool = False) -> None:
-        self.total = self.total if total is None else total
-        if not force and done - self.reported < PROGRESS_EVERY and done != self.total:
-            return
-        self.reported = done
-        fields: dict[str, object] = {"progress_done": done, "lease_expires_at": timezone.now() + JOB_LEASE}
-        if total is not None:
-            fields["progress_total"] = total
-        ReviewJob.objects.filter(pk=self.job_id).update(**fields)
-
-    def renew(self) -> None:
-        """Keep the lease through work that has no count to show."""
-        ReviewJob.objects.filter(pk=self.job_id).update(lease_expires_at=timezone.now() + JOB_LEASE)
-
-
-def _accept_job(job: ReviewJob, progress: _JobProgress) -> None:
-    project = job.project
-    review_states_refresh_stale(project=project, progress=lambda done: progress.renew())
-    # After a redelivery the count goes on from the items the lost run accepted.
-    before = ReviewJob.objects.filter(pk=job.pk).values_list("changed_count", flat=True).get()
-    progress.report(before, before + acceptable_states(project).count(), force=True)
-
-    def accepted(project_item_id: int) -> None:
-        ReviewJob.objects.filter(pk=job.pk).update(changed_count=F("changed_count") + 1)
-
-    def looked_at(done: int, total: int) -> None:
-        progress.report(before + done, before + total)
-
-    gold_accept_unanimous(project=project, accepted=accepted, progress=looked_at)
-
-
-def _refresh_job(job: ReviewJob, progress: _JobProgress) -> None:
-    project = job.project
-    progress.report(0, ProjectItem.objects.filter(project=project).count(), force=True)
-    written = review_states_rebuild(project=project, progress=progress.report)
-    ReviewJob.objects.filter(pk=job.pk).update(changed_count=written)
-
-
-_JOB_RUNNERS: dict[str, Callable[[ReviewJob, _JobProgress], None]] = {
-    ReviewJobKind.ACCEPT_UNANIMOUS: _accept_job,
-    ReviewJobKind.REFRESH: _refresh_job,
-}
-
-
-def _job_finish(job: ReviewJob, status: str, *, error: str = "") -> None:
-    ReviewJob.objects.filter(pk=job.pk).update(
-        status=status, error=error, lease_expires_at=None, finished_at=timezone.now()
-    )
-    job.refresh_from_db()

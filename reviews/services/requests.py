@@ -17,7 +17,8 @@ from accounts.models import User
 from annotation.errors import ApplicationError
 from annotation.models import Project, ProjectItem
 from reviews.models import GoldRecord, ReviewRequest, ReviewState
-from reviews.services.adjudication import NOTE_LIMIT, gold_reopen, review_states_refresh
+from reviews.services.adjudication import NOTE_LIMIT, gold_reopen
+from reviews.services.review_states import review_states_refresh
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ from config.http import AuthenticatedHttpRequest, render_page, wants_partial
 from reviews.models import GoldMethod, GoldRecord
 from reviews.models.gold import ReviewJob, ReviewJobKind
 from reviews.selectors import gold as selectors
-from reviews.services.adjudication import Decision, gold_decide, gold_reopen, review_job_start
+from reviews.services.adjudication import Decision, gold_decide, gold_reopen
+from reviews.services.review_jobs import review_job_start
 
 QUEUE_PAGE = "reviews/review_queue.html"
 ITEM_PAGE = "reviews/review_item.html"

@@ -24,12 +24,8 @@ from reviews.selectors.gold import (
     review_queue_page,
     stale_item_ids,
 )
-from reviews.services.adjudication import (
-    Decision,
-    gold_accept_unanimous,
-    gold_reopen,
-    review_states_refresh_stale,
-)
+from reviews.services.adjudication import Decision, gold_accept_unanimous, gold_reopen
+from reviews.services.review_states import review_states_refresh_stale
 from tests.reviews.review_support import (
     ReviewTestCase,
     discard,

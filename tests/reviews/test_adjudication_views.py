@@ -17,7 +17,8 @@ from annotation.models import Annotation, Project, ProjectItem, ProjectMembershi
 from reviews.models import GoldMethod, GoldRecord, GoldRevision
 from reviews.models.gold import ReviewJob, ReviewJobKind, ReviewJobStatus
 from reviews.selectors.gold import QUEUE_PER_PAGE
-from reviews.services.adjudication import Decision, gold_decide, review_job_run
+from reviews.services.adjudication import Decision, gold_decide
+from reviews.services.review_jobs import review_job_run
 from tests.annotation.workbench_support import qascore_full_marks, qascore_project
 from tests.factories import UserFactory
 from tests.reviews.review_support import discard, hold, items_of, keep, modified, review_project, submit

@@ -22,14 +22,9 @@ from annotation.models import Annotation, AnnotationStatus, Project, ProjectItem
 from annotation.services.flags import annotation_flag
 from reviews.models import GoldAction, GoldMethod, GoldRecord, GoldRevision, ReviewDecision, ReviewState
 from reviews.models.gold import ReviewJob, ReviewJobKind, ReviewJobStatus
-from reviews.services.adjudication import (
-    JobRun,
-    gold_accept_unanimous,
-    gold_reopen,
-    review_job_run,
-    review_job_start,
-    review_states_rebuild,
-)
+from reviews.services.adjudication import gold_accept_unanimous, gold_reopen
+from reviews.services.review_jobs import JobRun, review_job_run, review_job_start
+from reviews.services.review_states import review_states_rebuild
 from reviews.tasks import review_job_run_task
 from tests.factories import UserFactory
 from tests.reviews.review_support import ReviewTestCase, discard, items_of, keep, modified, review_project, submit

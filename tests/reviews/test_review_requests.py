@@ -10,8 +10,10 @@ from annotation.errors import ApplicationError
 from annotation.models import Annotation, ProjectItem, ProjectMembership, Role
 from reviews.models import GoldRecord, ReviewDecision, ReviewRequest, ReviewState
 from reviews.models.gold import QUEUE, ReviewJobKind
-from reviews.services.adjudication import NOTE_LIMIT, review_job_run, review_job_start, review_states_rebuild
+from reviews.services.adjudication import NOTE_LIMIT
 from reviews.services.requests import review_request
+from reviews.services.review_jobs import review_job_run, review_job_start
+from reviews.services.review_states import review_states_rebuild
 from tests.reviews.review_support import ReviewTestCase, items_of, keep, review_project, submit
 
 

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Project
 from reviews.selectors.gold import QueueFilter, review_queue_counts
-from reviews.services.adjudication import review_states_rebuild
+from reviews.services.review_states import review_states_rebuild
 
 
 class Command(BaseCommand):
