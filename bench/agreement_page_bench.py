@@ -22,12 +22,11 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_support import database_drop, database_recreate, database_url, run_child
+from bench_support import database_drop, database_recreate, database_url, postgres_bench_main, run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DATABASE = "quire_agreement_page_bench"
@@ -269,18 +268,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.reuse and not (args.project and args.lead):
         parser.error("--reuse needs --project and --lead (printed by the run that kept the database)")
-    if args.setup:
-        run_setup(args)
-        return
-    if args.measure:
-        run_measure(args)
-        return
-    server_url = os.environ.get("DATABASE_URL", "")
-    if not server_url.startswith(("postgres://", "postgresql://")):
-        print("agreement_page_bench needs PostgreSQL: set DATABASE_URL=postgres://user@host:port/db", file=sys.stderr)
-        raise SystemExit(2)
-    with tempfile.TemporaryDirectory(prefix="quire-agreement-page-bench-") as scratch:
-        print(json.dumps(bench(args, server_url, Path(scratch))))
+    postgres_bench_main("agreement_page_bench", args, setup=run_setup, measure=run_measure, bench=bench)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,15 @@ Imported by the ``*_bench.py`` scripts, which run with this folder on ``sys.path
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,3 +49,28 @@ def run_child(command: list[str], env: dict[str, str], seconds: float) -> str:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[:3])} failed:\n{done.stderr[-3000:]}")
     return done.stdout
+
+
+def postgres_bench_main(
+    name: str,
+    args: argparse.Namespace,
+    *,
+    setup: Callable[[argparse.Namespace], None],
+    measure: Callable[[argparse.Namespace], None],
+    bench: Callable[[argparse.Namespace, str, Path], dict[str, Any]],
+) -> None:
+    """The end of ``main()`` for a bench on a scratch PostgreSQL database that runs its set-up
+    and its measurement as child processes (``--setup`` / ``--measure``): run the child step
+    asked for, or the whole bench, which prints its one JSON line."""
+    if args.setup:
+        setup(args)
+        return
+    if args.measure:
+        measure(args)
+        return
+    server_url = os.environ.get("DATABASE_URL", "")
+    if not server_url.startswith(("postgres://", "postgresql://")):
+        print(f"{name} needs PostgreSQL: set DATABASE_URL=postgres://user@host:port/db", file=sys.stderr)
+        raise SystemExit(2)
+    with tempfile.TemporaryDirectory(prefix=f"quire-{name.replace('_', '-')}-") as scratch:
+        print(json.dumps(bench(args, server_url, Path(scratch))))

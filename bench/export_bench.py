@@ -26,12 +26,11 @@ import json
 import os
 import resource
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_support import database_drop, database_recreate, database_url, run_child
+from bench_support import database_drop, database_recreate, database_url, postgres_bench_main, run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DATABASE = "quire_export_bench"
@@ -384,18 +383,7 @@ def main() -> None:
         "--reuse-database", action="store_true", help="measure again on a database kept by --keep-database (kept)"
     )
     args = parser.parse_args()
-    if args.setup:
-        run_setup(args)
-        return
-    if args.measure:
-        run_measure(args)
-        return
-    server_url = os.environ.get("DATABASE_URL", "")
-    if not server_url.startswith(("postgres://", "postgresql://")):
-        print("export_bench needs PostgreSQL: set DATABASE_URL=postgres://user@host:port/db", file=sys.stderr)
-        raise SystemExit(2)
-    with tempfile.TemporaryDirectory(prefix="quire-export-bench-") as scratch:
-        print(json.dumps(bench(args, server_url, Path(scratch))))
+    postgres_bench_main("export_bench", args, setup=run_setup, measure=run_measure, bench=bench)
 
 
 if __name__ == "__main__":
