@@ -100,5 +100,7 @@ class ExportGoldCommandTests(ExportRootMixin, CastTestCase):
             (["--snapshot", "999999"], "no snapshot"),
             ([], "give --project"),
         ):
-            with self.subTest(message=message), self.assertRaisesMessage(CommandError, message):
-                call_command("export_gold", *args, "--out", out, stdout=io.StringIO())
+            with self.subTest(message=message):
+                with self.assertRaisesMessage(CommandError, message):
+                    call_command("export_gold", *args, "--out", out, stdout=io.StringIO())
+                self.assertFalse((self.export_root / "out").exists())

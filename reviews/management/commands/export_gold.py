@@ -54,15 +54,17 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         out = Path(options["out"])
-        out.mkdir(parents=True, exist_ok=True)
+        # The folder is made once the snapshot is known: a refused export leaves nothing behind.
         if options["snapshot"] is not None:
             snapshot = self._finished(options["snapshot"])
+            out.mkdir(parents=True, exist_ok=True)
             written = snapshot_write(snapshot, out)
             stored = {found.name: found.sha256 for found in snapshot_files(snapshot)}
             matches = stored == {found.name: found.sha256 for found in written}
             self._report(snapshot, written, out, matches_stored=matches)
             return
         snapshot = self._take(options)
+        out.mkdir(parents=True, exist_ok=True)
         written = [
             WrittenFile(found.name, found.format, found.size, found.sha256, found.row_count)
             for found in snapshot_files(snapshot)
