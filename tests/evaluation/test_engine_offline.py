@@ -151,7 +151,8 @@ class OfflineSpeedTests(TestCase):
         elapsed = time.monotonic() - started
 
         self.assertEqual((run.items_done, run.status), (10_000, RunStatus.DONE))
-        # Measured at 1.5 s on SQLite on a shared, loaded 2-core machine. Waiting 50 ms for
-        # replies after every two items, as the engine does for a run with one HTTP thread,
-        # would take over four minutes.
-        self.assertLess(elapsed, 15)
+        # Measured at 1.5 s on SQLite, and up to 17 s on PostgreSQL during a full CI run on a
+        # loaded 2-core machine. The failure this guards against is waiting 50 ms for replies
+        # after every two items, as the engine does for a run with one HTTP thread: over four
+        # minutes. The bound sits between the two, far from both.
+        self.assertLess(elapsed, 120)
