@@ -36,7 +36,6 @@ Json = dict[str, Any]
 
 JSONL_COMPACT = 1
 JSONL_SPACED = 2
-JSONL_LAYOUTS = (JSONL_COMPACT, JSONL_SPACED)
 # json.dumps's default spelling (", " and ": "), UTF-8 kept, NaN refused.
 _SPACED = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 

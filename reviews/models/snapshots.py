@@ -24,6 +24,8 @@ kept as they were when the rows they name are deleted, since the exports print t
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -151,6 +153,19 @@ class SnapshotPaper(models.Model):
         return f"paper {self.external_id} in snapshot {self.snapshot_id}"
 
 
+def _unchecked_link(to: type[models.Model], *, null: bool = False, related_name: str = "+") -> Any:
+    """A link of a frozen row the database neither checks nor indexes (see the module's note)."""
+    return models.ForeignKey(
+        to,
+        null=null,
+        blank=null,
+        on_delete=models.DO_NOTHING,
+        related_name=related_name,
+        db_constraint=False,
+        db_index=False,
+    )
+
+
 class SnapshotItem(models.Model):
     """One adjudicated item as the snapshot froze it; its raw labels are ``SnapshotLabel`` rows."""
 
@@ -161,37 +176,11 @@ class SnapshotItem(models.Model):
     position = models.PositiveIntegerField(help_text="Export order.")
     # Where the copy came from, as ids: the canonical record prints them, so they stay as they
     # were when the row they name is deleted (a re-export stays byte-identical).
-    project = models.ForeignKey(
-        Project, on_delete=models.DO_NOTHING, related_name="+", db_constraint=False, db_index=False
-    )
-    project_item = models.ForeignKey(
-        ProjectItem,
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        related_name="+",
-        db_constraint=False,
-        db_index=False,
-    )
-    qa_item = models.ForeignKey(
-        QAItem,
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        related_name="+",
-        db_constraint=False,
-        db_index=False,
-    )
+    project = _unchecked_link(Project)
+    project_item = _unchecked_link(ProjectItem, null=True)
+    qa_item = _unchecked_link(QAItem, null=True)
     # Papers and items of a snapshot are written and deleted together, with the snapshot.
-    paper = models.ForeignKey(
-        SnapshotPaper,
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        related_name="items",
-        db_constraint=False,
-        db_index=False,
-    )
+    paper = _unchecked_link(SnapshotPaper, null=True, related_name="items")
     split = models.CharField(max_length=50)
     native_layout = models.CharField(max_length=40, blank=True, help_text="'<format>:<layout>', or '' for none.")
     kept = models.BooleanField(help_text="The workflow keeps the item in native-format files.")
