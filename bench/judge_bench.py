@@ -17,7 +17,9 @@ Wall time is the run's own: from the first chunk claimed to the run marked done.
 - slot_overhead_ms_per_item: how long each item held one of the 64 request slots beyond the
   server's latency (wall x concurrency / items - latency): client, limiter, scheduling;
 - worker_cpu_ms_per_item and server_cpu_ms_per_item: CPU spent per item by the workers and
-  by the stand-in server (which competes for the same cores);
+  by the stand-in server (which competes for the same cores); database_cpu_ms_per_item and
+  redis_cpu_ms_per_item: by this machine's PostgreSQL and Redis processes (all of them, so
+  run the bench on an otherwise idle service);
 - load_average_before / load_average_after: the machine's 1, 5 and 15 minute load averages
   when the run was queued and when it ended. On a shared machine the efficiency falls as
   other work takes the cores, so a figure means little without them.
@@ -183,6 +185,27 @@ def cpu_seconds(processes: list[subprocess.Popen[Any]]) -> float:
     return total
 
 
+SERVICE_NAMES = {"postgres": "database", "redis-server": "redis"}
+
+
+def service_cpu_seconds() -> dict[str, float]:
+    """CPU used so far by this machine's PostgreSQL and Redis processes (a database backend
+    that has exited is counted in its postmaster's children times)."""
+    import psutil
+
+    totals = dict.fromkeys(SERVICE_NAMES.values(), 0.0)
+    for process in psutil.process_iter(["name"]):
+        service = SERVICE_NAMES.get(process.info["name"] or "")
+        if service is None:
+            continue
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        totals[service] += times.user + times.system + times.children_user + times.children_system
+    return totals
+
+
 # Reading the run without Django -------------------------------------------------------------------
 
 RUN_SQL = (
@@ -261,11 +284,11 @@ def bench(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         setup = [sys.executable, __file__, "--setup", f"--base-url={base_url}", *shared_arguments(args)]
         run_id = json.loads(run_child(setup, env, args.setup_timeout).splitlines()[-1])["run"]
         workers = workers_start(args, env, scratch)
-        cpu_before = (cpu_seconds(workers), cpu_seconds([server]))
+        cpu_before = (cpu_seconds(workers), cpu_seconds([server]), service_cpu_seconds())
         load_before = os.getloadavg()
         run_child([sys.executable, __file__, f"--enqueue={run_id}", *shared_arguments(args)], env, 120)
         row = wait_for_run(bench_url, run_id, args.run_timeout)
-        cpu_after = (cpu_seconds(workers), cpu_seconds([server]))
+        cpu_after = (cpu_seconds(workers), cpu_seconds([server]), service_cpu_seconds())
         load_after = os.getloadavg()
     finally:
         for worker in workers:
@@ -286,6 +309,11 @@ def bench(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
         "slot_overhead_ms_per_item": round((wall * args.concurrency / args.items - args.latency) * 1000, 2),
         "worker_cpu_ms_per_item": round((cpu_after[0] - cpu_before[0]) * 1000 / args.items, 3),
         "server_cpu_ms_per_item": round((cpu_after[1] - cpu_before[1]) * 1000 / args.items, 3),
+        **{
+            f"{service}_cpu_ms_per_item": round((cpu_after[2][service] - cpu_before[2][service]) * 1000 / args.items, 3)
+            for service, used in (("database", postgres), ("redis", report["broker"] == "redis"))
+            if used
+        },
         "load_average_before": [round(value, 2) for value in load_before],
         "load_average_after": [round(value, 2) for value in load_after],
         "target_efficiency": 0.85,

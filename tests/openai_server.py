@@ -222,10 +222,14 @@ class OpenAIServer:
         or an HTTP date); ``timeout`` hangs until the client gives up; ``disconnect`` closes
         the connection without a response; ``malformed`` answers 200 with a body that is
         not JSON; ``missing_logprobs`` answers normally but without log-probabilities;
-        ``body`` answers 200 with that JSON object instead of a completion."""
-        kinds = [status is not None, timeout, disconnect, malformed, missing_logprobs, body is not None]
+        ``body`` answers with that JSON object instead of a completion (with ``status``,
+        else 200)."""
+        kinds = [status is not None or body is not None, timeout, disconnect, malformed, missing_logprobs]
         if sum(kinds) != 1:
-            raise ValueError("choose exactly one of status, timeout, disconnect, malformed, missing_logprobs, body")
+            raise ValueError(
+                "choose exactly one of status (with or without body), body, timeout, disconnect, malformed, "
+                "missing_logprobs"
+            )
         fault = Fault(
             status=status,
             retry_after=retry_after,
@@ -458,6 +462,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.disconnect:
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if fault is not None and fault.status is not None and fault.body is not None:
+            self._json(fault.status, fault.body)
             return
         if fault is not None and fault.status is not None:
             self._fault_status(fault)

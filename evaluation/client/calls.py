@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import email.utils
 import http.client
+import itertools
 import json
 import logging
 import math
 import os
 import random
+import re
 import select
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -37,6 +39,9 @@ DEFAULT_COMPLETION_ESTIMATE = 256
 MAX_RETRY_AFTER_SECONDS = 900.0
 _MESSAGE_LIMIT = 500
 _BODY_LIMIT = 20_000
+# Escapes that may stand for text the database cannot store: NUL, and UTF-16 surrogates
+# (a pair is one character once read; a lone one is not Unicode at all).
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,9 @@ class ChatResult:
     completion_tokens: int
     latency_ms: int
     attempts: int  # 1 + retries
+    # ``raw`` as the JSON text received (API key scrubbed), stored as it is rather than
+    # encoded again; "" when not at hand (a reply from the cache), and then ``raw`` is encoded.
+    raw_json: str = ""
 
 
 class EndpointError(Exception):
@@ -223,18 +231,48 @@ def _result(
     if status != 200:
         raise _status_error(spec, status, headers, text)
     try:
-        raw = json.loads(text)
-    except ValueError:
+        raw = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as error:
         raise ItemError(
-            "the endpoint answered 200 but the body is not valid JSON", status=status, body=_cut(text)
+            f"the endpoint answered 200 but the body is not valid JSON ({error})", status=status, body=_cut(text)
         ) from None
     if not isinstance(raw, dict):
         raise ItemError("the endpoint answered 200 but the body is not a JSON object", status=status, body=_cut(text))
+    if _SUSPECT_ESCAPE.search(text):
+        unstorable = _unstorable_text(raw)
+        if unstorable:
+            raise ItemError(
+                f"the response contains {unstorable}, which cannot be stored", status=status, body=_cut(text)
+            )
     choices = raw.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         reason = _server_message(text) or "the response has no choices"
         raise ItemError(f"no usable choice in the response: {reason}", status=status, body=_cut(text))
-    return _chat_result(raw, choices[0], latency_ms)
+    return _chat_result(raw, choices[0], latency_ms, raw_json=text)
+
+
+def _refuse_constant(name: str) -> None:
+    """Python's json reads NaN and Infinity; JSON, and so the database, has no such values."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _unstorable_text(value: object) -> str:
+    """What in a parsed JSON value no database text can hold, described; "" when nothing."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a NUL character (\\u0000)"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "an unpaired UTF-16 surrogate (not Unicode text)"
+        return ""
+    if isinstance(value, dict):
+        parts: Iterable[object] = itertools.chain(value.keys(), value.values())
+    elif isinstance(value, list):
+        parts = value
+    else:
+        return ""
+    return next((found for part in parts if (found := _unstorable_text(part))), "")
 
 
 def _status_error(spec: EndpointSpec, status: int, headers: http.client.HTTPMessage, text: str) -> EndpointError:
@@ -253,7 +291,7 @@ def _status_error(spec: EndpointSpec, status: int, headers: http.client.HTTPMess
     return ItemError(f"HTTP {status}: {reason}", status=status, body=body)
 
 
-def _chat_result(raw: dict[str, Any], choice: dict[str, Any], latency_ms: int) -> ChatResult:
+def _chat_result(raw: dict[str, Any], choice: dict[str, Any], latency_ms: int, *, raw_json: str) -> ChatResult:
     usage_value = raw.get("usage")
     usage: dict[str, Any] = usage_value if isinstance(usage_value, dict) else {}
     fingerprint = raw.get("system_fingerprint")
@@ -267,6 +305,7 @@ def _chat_result(raw: dict[str, Any], choice: dict[str, Any], latency_ms: int) -
         completion_tokens=_count(usage.get("completion_tokens")),
         latency_ms=latency_ms,
         attempts=1,
+        raw_json=raw_json,
     )
 
 
@@ -302,17 +341,23 @@ def _count(value: object) -> int:
 
 
 def _server_message(text: str) -> str:
-    """The ``error.message`` of an OpenAI-style error body, else the start of the text."""
+    """The ``error.message`` of an OpenAI-style error body, else the start of the text; in
+    text any database can store, as it goes into the item's or the run's error."""
     try:
         payload = json.loads(text)
     except ValueError:
-        return text.strip()[:_MESSAGE_LIMIT]
+        return _storable(text.strip()[:_MESSAGE_LIMIT])
     error = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])[:_MESSAGE_LIMIT]
+        return _storable(str(error["message"])[:_MESSAGE_LIMIT])
     if isinstance(error, str):
-        return error[:_MESSAGE_LIMIT]
+        return _storable(error[:_MESSAGE_LIMIT])
     return ""
+
+
+def _storable(text: str) -> str:
+    """NUL and unpaired surrogates replaced, so the text can be stored."""
+    return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
 
 
 def _scrub(text: str, spec: EndpointSpec) -> str:

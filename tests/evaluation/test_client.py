@@ -5,6 +5,7 @@ errors, and the "test connection" probe."""
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 import socket
@@ -180,6 +181,43 @@ def test_malformed_json_is_an_item_error(server):
     with pytest.raises(ItemError, match="not valid JSON") as caught:
         chat_once(spec_for(server), QUESTION)
     assert caught.value.body.startswith('{"id": "chatcmpl-broken"')
+
+
+def test_the_body_text_is_kept_as_received_for_storing(server):
+    server.script(contains="Question:", reply="Yes", top_logprobs=TOP)
+    result = chat_once(spec_for(server), {**QUESTION, "logprobs": True, "top_logprobs": 5})
+    assert json.loads(result.raw_json) == result.raw
+    assert result.raw_json.startswith('{"id": "chatcmpl-')
+
+
+def test_nan_or_infinity_for_a_number_is_malformed_json(server):
+    server.script(contains="Question:", reply="Yes", top_logprobs=[("Yes", float("-inf"))])
+    with pytest.raises(ItemError, match="not valid JSON .-Infinity is not a JSON value"):
+        chat_once(spec_for(server), {**QUESTION, "logprobs": True, "top_logprobs": 1})
+
+
+@pytest.mark.parametrize(
+    ("content", "found"),
+    [("Ye\x00s", "a NUL character"), ("Yes \ud800", "an unpaired UTF-16 surrogate")],
+)
+def test_text_no_database_can_store_is_an_item_error(server, content, found):
+    server.fail_next(body={"choices": [{"message": {"role": "assistant", "content": content}}]})
+    with pytest.raises(ItemError, match=f"the response contains {found}"):
+        chat_once(spec_for(server), QUESTION)
+
+
+def test_escaped_characters_outside_the_basic_plane_are_fine(server):
+    server.fail_next(body={"choices": [{"message": {"role": "assistant", "content": "Yes \U0001f600 \u00e9"}}]})
+    result = chat_once(spec_for(server), QUESTION)
+    assert "\\ud83d\\ude00" in result.raw_json
+    assert result.text == "Yes \U0001f600 \u00e9"
+
+
+def test_an_error_message_is_kept_in_storable_text(server):
+    server.fail_next(status=400, body={"error": {"message": "bad\x00input \udc80"}})
+    with pytest.raises(ItemError, match="HTTP 400") as caught:
+        chat_once(spec_for(server), QUESTION)
+    assert caught.value.message == "HTTP 400: bad\ufffdinput ?"
 
 
 @pytest.mark.parametrize("body", [{"choices": []}, {"id": "x"}, {"error": {"message": "context too long"}}])

@@ -219,6 +219,35 @@ class RetryAndErrorTests(JudgeEngineTestCase):
         self.assertEqual((run.items_done, run.items_failed), (ITEMS - 1, 1))
         self.assertIn("not valid JSON", JudgeResult.objects.get(run=run, status="error").error)
 
+    def test_a_reply_with_nan_for_a_number_is_an_error_on_its_item_only(self) -> None:
+        # Python's json module reads NaN; JSON and the database do not.
+        self.server.reset()
+        self.server.script(contains="Candidate answer: Answer 2 \n", reply="Yes", top_logprobs=[("Yes", float("nan"))])
+        self.server.script(contains="Candidate answer:", reply="Yes", top_logprobs=YES)
+        run = self.judge()
+
+        process(run)
+
+        self.assertEqual((run.status, run.items_done, run.items_failed), (RunStatus.DONE, ITEMS - 1, 1))
+        failed = JudgeResult.objects.get(run=run, status=JudgeResult.Status.ERROR)
+        self.assertEqual(failed.candidate.text, "Answer 2")
+        self.assertIn("not valid JSON", failed.error)
+        self.assertIn("NaN", failed.error)
+
+    def test_a_reply_holding_a_nul_character_is_an_error_on_its_item_only(self) -> None:
+        # The database stores no NUL in text or JSON.
+        self.server.reset()
+        self.server.script(contains="Candidate answer: Answer 2 \n", reply="Y\x00es", top_logprobs=YES)
+        self.server.script(contains="Candidate answer:", reply="Yes", top_logprobs=YES)
+        run = self.judge()
+
+        process(run)
+
+        self.assertEqual((run.status, run.items_done, run.items_failed), (RunStatus.DONE, ITEMS - 1, 1))
+        failed = JudgeResult.objects.get(run=run, status=JudgeResult.Status.ERROR)
+        self.assertEqual(failed.candidate.text, "Answer 2")
+        self.assertIn("NUL character", failed.error)
+
     def test_a_refused_api_key_fails_the_run_and_resuming_after_the_fix_scores_each_item_once(self) -> None:
         self.server.api_key = "a-different-key"
         run = self.judge()

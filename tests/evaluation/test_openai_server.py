@@ -172,6 +172,14 @@ def test_a_body_fault_answers_200_with_that_json(server):
     assert completion(server, user("q")) == {"choices": []}
 
 
+def test_a_body_fault_with_a_status_answers_that_status_with_that_json(server):
+    server.fail_next(status=400, body={"error": {"message": "no"}})
+    status, _headers, data = post(server, user("q"))
+    assert (status, json.loads(data)) == (400, {"error": {"message": "no"}})
+    with pytest.raises(ValueError, match="choose exactly one"):
+        server.fail_next(status=400, timeout=True)
+
+
 def test_a_timeout_fault_hangs_past_the_clients_timeout(server):
     server.fail_next(timeout=True)
     started = time.monotonic()
