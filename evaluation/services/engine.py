@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -41,10 +41,10 @@ from django.utils import timezone
 from annotation.errors import ApplicationError
 from evaluation.client import ChatResult, EndpointSpec, EndpointUnusable, ItemError, TransientError, chat
 from evaluation.limits import LEASE_TTL_SECONDS, EndpointLimiter, limiter_backend
-from evaluation.models import ACTIVE_STATUSES, Chunk, ChunkStatus, ModelEndpoint, ResponseCache, Run, RunStatus
-from evaluation.services.cache import cache_entry, cache_key, cache_lookup, cache_store
+from evaluation.models import ACTIVE_STATUSES, Chunk, ChunkStatus, ModelEndpoint, Run, RunStatus
+from evaluation.services.cache import cache_entry, cache_lookup, cache_store, request_digest, response_json
 from evaluation.services.endpoints import endpoint_spec
-from evaluation.services.writes import rows_update_pending
+from evaluation.services.writes import EncodedJson, rows_update_pending
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +220,8 @@ def chunks_release(kind: RunKind, pks: list[int], *, token: str) -> None:
 
 
 Completion = tuple[int, ChatResult | BaseException]
+# A request's cache key and its body's canonical JSON (evaluation.services.cache.request_digest).
+Digest = tuple[str, str]
 
 
 class NotSent(Exception):
@@ -292,12 +294,12 @@ class _ItemState:
     chunk: _ChunkState
     steps: ItemSteps
     calls: list[Call] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
+    digests: list[Digest] = field(default_factory=list)
     results: list[CallResult | None] = field(default_factory=list)
     errors: list[BaseException] = field(default_factory=list)
     waiting: int = 0
-    recorded: list[dict[str, Any]] = field(default_factory=list)
-    raw: list[dict[str, Any]] = field(default_factory=list)
+    recorded: list[str] = field(default_factory=list)  # each request's JSON, as sent and hashed
+    raw: list[str] = field(default_factory=list)  # each response's JSON, as received
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: int = 0
@@ -331,9 +333,12 @@ class Worker:
         self.limiter: EndpointLimiter | None = None
         self.pool_size = 0
         # Items started at once. With threads: as many queued as there are threads, so a
-        # thread that finishes finds work at once, also while this thread writes a batch.
-        # Without: a write batch, as each is finished as soon as it starts.
+        # thread that finishes finds work at once, also while this thread writes a batch;
+        # topped up once a quarter of the threads' worth has finished, so that each top-up
+        # (one cache query) starts a batch of items rather than one or two. Without: a
+        # write batch, as each is finished as soon as it starts.
         self.target = options.flush_items
+        self.refill_batch = 1
         if spec is not None and endpoint is not None:
             # A dead worker's concurrency slots come back after this long; never longer than
             # its chunk leases, so a resumed run is not left waiting for slots nobody holds.
@@ -341,6 +346,7 @@ class Worker:
             self.limiter = EndpointLimiter(spec, backend=limiter_backend(), lease_ttl=slot_ttl)
             self.pool_size = max(1, min(endpoint.max_concurrent, options.max_threads))
             self.target = 2 * self.pool_size
+            self.refill_batch = max(1, self.pool_size // 4)
         self.deadline = time.monotonic() + options.task_seconds
         self.report = WorkReport()
         self.items: deque[tuple[Any, _ChunkState]] = deque()
@@ -351,7 +357,7 @@ class Worker:
         self.no_more_chunks = False
         self.stopping = ""
         self.to_write: list[tuple[_ItemState, dict[str, Any]]] = []
-        self.to_cache: list[ResponseCache] = []
+        self.to_cache: list[dict[str, Any]] = []
         self.last_flush = self.last_status = self.last_renew = time.monotonic()
 
     # sending (pool threads)
@@ -390,6 +396,8 @@ class Worker:
                 pool.stop_sending()
 
     def _refill(self, pool: CallPool | None) -> None:
+        if self.target - self.active < self.refill_batch:
+            return
         started: list[_ItemState] = []
         while self.active + len(started) < self.target:
             entry = self._next_work()
@@ -401,15 +409,18 @@ class Worker:
             return
         self.active += len(started)
         first = [(state, self._first_calls(state)) for state in started]
-        keys = {id(calls): self._keys(calls) for _state, calls in first if calls}
-        lookup = cache_lookup(key for batch in keys.values() for key in batch) if self.use_cache else {}
+        digests = {id(calls): self._digests(calls) for _state, calls in first if calls}
+        lookup = self._lookup(digest for batch in digests.values() for digest in batch)
         for state, calls in first:
             if calls is not None:
-                self._dispatch(pool, state, calls, keys.get(id(calls), []), lookup)
+                self._dispatch(pool, state, calls, digests.get(id(calls), []), lookup)
 
-    def _keys(self, calls: list[Call]) -> list[str]:
+    def _digests(self, calls: list[Call]) -> list[Digest]:
         base_url = self.spec.base_url if self.spec is not None else ""
-        return [cache_key(base_url=base_url, body=call.recorded, salt=call.salt) for call in calls]
+        return [request_digest(base_url=base_url, body=call.recorded, salt=call.salt) for call in calls]
+
+    def _lookup(self, digests: Iterable[Digest]) -> dict[str, ChatResult]:
+        return cache_lookup(key for key, _encoded in digests) if self.use_cache else {}
 
     def _next_work(self) -> tuple[Any, _ChunkState] | None:
         while not self.items:
@@ -450,7 +461,7 @@ class Worker:
         pool: CallPool | None,
         state: _ItemState,
         calls: list[Call],
-        keys: list[str],
+        digests: list[Digest],
         lookup: dict[str, ChatResult],
     ) -> None:
         """Start one step of an item: cached calls are answered at once, the rest are sent."""
@@ -463,10 +474,10 @@ class Worker:
                     state, {"status": ERROR, "error": "this item needs a request, and the run has no endpoint"}
                 )
                 return
-            state.calls, state.keys, state.errors = calls, keys, []
+            state.calls, state.digests, state.errors = calls, digests, []
             state.results = [None] * len(calls)
             state.waiting = 0
-            for index, (call, key) in enumerate(zip(calls, keys, strict=True)):
+            for index, (call, (key, _encoded)) in enumerate(zip(calls, digests, strict=True)):
                 hit = lookup.get(key)
                 if hit is not None:
                     state.results[index] = CallResult(hit, cache_hit=True)
@@ -480,8 +491,8 @@ class Worker:
             next_calls = self._advance(state)
             if next_calls is None:
                 return
-            calls, keys = next_calls, self._keys(next_calls)
-            lookup = cache_lookup(keys) if self.use_cache else {}
+            calls, digests = next_calls, self._digests(next_calls)
+            lookup = self._lookup(digests)
 
     def _complete(self, pool: CallPool | None, ticket: int, outcome: ChatResult | BaseException) -> None:
         state, index = self.in_flight.pop(ticket)
@@ -491,21 +502,21 @@ class Worker:
         else:
             state.results[index] = CallResult(outcome, cache_hit=False)
             self.to_cache.append(
-                cache_entry(key=state.keys[index], request=state.calls[index].recorded, result=outcome)
+                cache_entry(key=state.digests[index][0], request=state.digests[index][1], result=outcome)
             )
         if state.waiting:
             return
         next_calls = self._advance(state)
         if next_calls is not None:
-            keys = self._keys(next_calls)
-            self._dispatch(pool, state, next_calls, keys, cache_lookup(keys) if self.use_cache else {})
+            digests = self._digests(next_calls)
+            self._dispatch(pool, state, next_calls, digests, self._lookup(digests))
 
     def _advance(self, state: _ItemState) -> list[Call] | None:
         """All calls of the step are back: account for them, then resume the item."""
         results = [result for result in state.results if result is not None]
-        for call, result in zip(state.calls, state.results, strict=True):
+        for (_key, encoded), result in zip(state.digests, state.results, strict=True):
             if result is not None:
-                self._account(state, call, result)
+                self._account(state, encoded, result)
         if state.errors:
             self._fail_item(state)
             return None
@@ -518,10 +529,10 @@ class Worker:
             self._finish(state, {"status": ERROR, "error": f"could not read the response: {error}"})
         return None
 
-    def _account(self, state: _ItemState, call: Call, result: CallResult) -> None:
+    def _account(self, state: _ItemState, encoded: str, result: CallResult) -> None:
         chat_result = result.chat
-        state.recorded.append(call.recorded)
-        state.raw.append(chat_result.raw)
+        state.recorded.append(encoded)
+        state.raw.append(response_json(chat_result).text)
         state.last = chat_result
         state.latency_ms += chat_result.latency_ms
         if result.cache_hit:
@@ -559,8 +570,8 @@ class Worker:
         self.active -= 1
         last = state.last
         row = {
-            "request": state.recorded or None,
-            "response": state.raw or None,
+            "request": EncodedJson.array(state.recorded) if state.recorded else None,
+            "response": EncodedJson.array(state.raw) if state.raw else None,
             "response_text": last.text if last is not None else "",
             "response_model": (last.model if last is not None else "")[:200],
             "system_fingerprint": ((last.system_fingerprint or "") if last is not None else "")[:200],
