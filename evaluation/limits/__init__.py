@@ -12,6 +12,13 @@ slot is one atomic step in the store, so two workers can never both take the las
 A thread refused a slot does not ask again on a timer: it blocks until a release wakes it
 (bounded, so a release nobody announced, such as a lease running out, costs one wait).
 
+The job engine's limiter keeps slots (``keep_slots``): a thread with another request queued
+keeps its slot instead of giving it back and taking it again, which saves two trips to the
+store per request, until anybody is refused a slot of that endpoint; then every slot is
+given back after its request as before, so another run or worker sharing the endpoint gets
+its turn within a fraction of a second. Endpoints with per-minute limits never keep slots,
+as each request must be counted.
+
 Two stores, chosen by `limiter_backend()`:
 
 - `RedisBackend` (``settings.QUIRE_LIMITER_REDIS_URL``, which defaults to a Redis
@@ -29,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.limits.base import (
+    CONTENDED_CHECK_SECONDS,
+    CONTENDED_SECONDS,
     LEASE_TTL_SECONDS,
     POLL_SECONDS,
     RELEASE_WAIT_SECONDS,
@@ -43,6 +52,8 @@ from evaluation.limits.redis_store import RedisBackend
 from evaluation.limits.sqlite_store import SQLiteBackend
 
 __all__ = [
+    "CONTENDED_CHECK_SECONDS",
+    "CONTENDED_SECONDS",
     "LEASE_TTL_SECONDS",
     "POLL_SECONDS",
     "RELEASE_WAIT_SECONDS",

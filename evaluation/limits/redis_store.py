@@ -9,11 +9,15 @@ as the slot is taken. Each grant trims the list to the slots still free, so noti
 from releases nobody waited for never wake more waiters than there are slots. A holder
 killed mid-request releases nothing; its lease expires, and waiters notice on their next
 bounded wait.
+
+A refusal for concurrency also sets the endpoint's contention mark (a key that expires after
+CONTENDED_SECONDS, renewed by every refusal), which tells limiters that keep slots between
+requests to give them back.
 """
 
 from __future__ import annotations
 
-from evaluation.limits.base import WINDOW_SECONDS, Denied, LimiterBackend, Limits, Usage
+from evaluation.limits.base import CONTENDED_SECONDS, WINDOW_SECONDS, Denied, LimiterBackend, Limits, Usage
 
 # Notices kept at most: more than the largest allowed concurrency would only wake waiters
 # for slots that were taken long ago.
@@ -28,6 +32,7 @@ local max_requests, max_tokens, tokens = tonumber(ARGV[3]), tonumber(ARGV[4]), t
 local ttl, window = tonumber(ARGV[6]), tonumber(ARGV[7])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) >= max_concurrent then
+  redis.call('SET', KEYS[5], 1, 'PX', ARGV[8])
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   return {'concurrency', tonumber(oldest[2]) - now}
 end
@@ -121,8 +126,8 @@ return {in_flight, requests, used}
 
 class RedisBackend(LimiterBackend):
     """Slots in a sorted set scored by lease expiry, request starts in a sorted set scored by
-    time, tokens in a hash of one-second buckets, release notices in a list; all times from
-    the Redis server."""
+    time, tokens in a hash of one-second buckets, release notices in a list, the contention
+    mark in a key that expires; all times from the Redis server."""
 
     def __init__(self, url: str, *, window_seconds: float = WINDOW_SECONDS) -> None:
         import redis
@@ -140,7 +145,8 @@ class RedisBackend(LimiterBackend):
     def _keys(key: str) -> list[str]:
         # The {hash tag} keeps one endpoint's keys on one Redis Cluster slot, as a script
         # touching several keys requires.
-        return [f"quire:limiter:{{{key}}}:{part}" for part in ("slots", "requests", "tokens", "released")]
+        parts = ("slots", "requests", "tokens", "released", "waiting")
+        return [f"quire:limiter:{{{key}}}:{part}" for part in parts]
 
     def _window_ms(self) -> int:
         return round(self.window_seconds * 1000)
@@ -154,6 +160,7 @@ class RedisBackend(LimiterBackend):
             tokens,
             round(ttl * 1000),
             self._window_ms(),
+            round(CONTENDED_SECONDS * 1000),
         ]
         reason, wait_ms = self._acquire_script(keys=self._keys(key), args=arguments)
         reason = reason.decode() if isinstance(reason, bytes) else str(reason)
@@ -161,8 +168,11 @@ class RedisBackend(LimiterBackend):
             return None
         return Denied(reason=reason, wait_seconds=max(0, int(wait_ms)) / 1000)
 
+    def contended(self, key: str) -> bool:
+        return bool(self._redis.exists(self._keys(key)[4]))
+
     def release(self, key: str, lease: str) -> None:
-        slots, _, _, released = self._keys(key)
+        slots, _, _, released, _ = self._keys(key)
         self._release_script(keys=[slots, released], args=[lease, NOTICES_KEPT, NOTICES_TTL_MS])
 
     def wait_for_release(self, key: str, timeout: float) -> None:

@@ -24,7 +24,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from evaluation.limits.base import POLL_SECONDS, WINDOW_SECONDS, Denied, LimiterBackend, Limits, Usage
+from evaluation.limits.base import (
+    CONTENDED_SECONDS,
+    POLL_SECONDS,
+    WINDOW_SECONDS,
+    Denied,
+    LimiterBackend,
+    Limits,
+    Usage,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS slot (endpoint TEXT NOT NULL, lease TEXT NOT NULL, expires REAL NOT NULL,
@@ -33,6 +41,7 @@ CREATE TABLE IF NOT EXISTS request (endpoint TEXT NOT NULL, started REAL NOT NUL
 CREATE INDEX IF NOT EXISTS request_by_endpoint_time ON request (endpoint, started);
 CREATE TABLE IF NOT EXISTS token (endpoint TEXT NOT NULL, counted REAL NOT NULL, amount INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS token_by_endpoint_time ON token (endpoint, counted);
+CREATE TABLE IF NOT EXISTS waiting (endpoint TEXT PRIMARY KEY, until REAL NOT NULL);
 """
 
 
@@ -96,6 +105,7 @@ class SQLiteBackend(LimiterBackend):
             "SELECT COUNT(*), MIN(expires) FROM slot WHERE endpoint = ?", (key,)
         ).fetchone()
         if held >= limits.max_concurrent:
+            database.execute("INSERT OR REPLACE INTO waiting VALUES (?, ?)", (key, now + CONTENDED_SECONDS))
             return Denied(reason="concurrency", wait_seconds=max(0.0, oldest_expiry - now))
         horizon = now - self.window_seconds
         if limits.requests_per_window:
@@ -113,6 +123,10 @@ class SQLiteBackend(LimiterBackend):
             if used > 0 and used + tokens > limits.tokens_per_window:
                 return Denied(reason="tokens", wait_seconds=max(0.0, oldest + self.window_seconds - now))
         return None
+
+    def contended(self, key: str) -> bool:
+        row = self._connection().execute("SELECT until FROM waiting WHERE endpoint = ?", (key,)).fetchone()
+        return row is not None and row[0] > time.time()
 
     def release(self, key: str, lease: str) -> None:
         with self._transaction() as database:
@@ -162,5 +176,5 @@ class SQLiteBackend(LimiterBackend):
 
     def clear(self, key: str) -> None:
         with self._transaction() as database:
-            for table in ("slot", "request", "token"):
+            for table in ("slot", "request", "token", "waiting"):
                 database.execute(f"DELETE FROM {table} WHERE endpoint = ?", (key,))  # noqa: S608 - fixed names

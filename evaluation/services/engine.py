@@ -231,10 +231,13 @@ class NotSent(Exception):
 class CallPool:
     """Threads that send calls and nothing else: no database, no shared state but two queues.
     Calls queue up beyond the threads, so a thread never waits for the main thread; once the
-    run stops, queued calls are dropped unsent."""
+    run stops, queued calls are dropped unsent. ``idle`` runs in a thread that finds no call
+    queued, before it blocks for one, and when it ends: it gives back the limiter slot the
+    thread kept for its next call."""
 
-    def __init__(self, size: int, send: Callable[[Call], ChatResult]) -> None:
+    def __init__(self, size: int, send: Callable[[Call], ChatResult], idle: Callable[[], None] | None = None) -> None:
         self._send = send
+        self._idle = idle or (lambda: None)
         self._stopped = threading.Event()
         self._jobs: queue.SimpleQueue[tuple[int, Call] | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[Completion] = queue.SimpleQueue()
@@ -243,15 +246,31 @@ class CallPool:
             thread.start()
 
     def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            ticket, call = job
-            if self._stopped.is_set():
-                self._done.put((ticket, NotSent()))
-                continue
-            try:
-                self._done.put((ticket, self._send(call)))
-            except BaseException as error:  # handed to the main thread, which decides
-                self._done.put((ticket, error))
+        try:
+            while (job := self._next_job()) is not None:
+                ticket, call = job
+                if self._stopped.is_set():
+                    self._done.put((ticket, NotSent()))
+                    continue
+                try:
+                    self._done.put((ticket, self._send(call)))
+                except BaseException as error:  # handed to the main thread, which decides
+                    self._done.put((ticket, error))
+        finally:
+            self._go_idle()
+
+    def _next_job(self) -> tuple[int, Call] | None:
+        try:
+            return self._jobs.get_nowait()
+        except queue.Empty:
+            self._go_idle()
+            return self._jobs.get()
+
+    def _go_idle(self) -> None:
+        try:
+            self._idle()
+        except Exception:  # a store hiccup must not end the thread; the kept lease runs out
+            logger.exception("giving back a kept limiter slot failed")
 
     def stop_sending(self) -> None:
         self._stopped.set()
@@ -343,7 +362,7 @@ class Worker:
             # A dead worker's concurrency slots come back after this long; never longer than
             # its chunk leases, so a resumed run is not left waiting for slots nobody holds.
             slot_ttl = min(options.lease_seconds, LEASE_TTL_SECONDS)
-            self.limiter = EndpointLimiter(spec, backend=limiter_backend(), lease_ttl=slot_ttl)
+            self.limiter = EndpointLimiter(spec, backend=limiter_backend(), lease_ttl=slot_ttl, keep_slots=True)
             self.pool_size = max(1, min(endpoint.max_concurrent, options.max_threads))
             self.target = 2 * self.pool_size
             self.refill_batch = max(1, self.pool_size // 4)
@@ -369,13 +388,20 @@ class Worker:
     # the main loop
 
     def process(self) -> WorkReport:
-        pool = CallPool(self.pool_size, functools.partial(self.send, self.spec)) if self.spec is not None else None
+        pool = None
+        if self.spec is not None:
+            idle = self.limiter.release_kept if self.limiter is not None else None
+            pool = CallPool(self.pool_size, functools.partial(self.send, self.spec), idle)
         try:
             self._loop(pool)
             self._flush()
         finally:
             if pool is not None:
                 pool.close(wait=False)
+            if self.limiter is not None:
+                # Threads give back what they kept as they finish; a slot still kept by one
+                # that has not yet woken up to its end is given back here.
+                self.limiter.release_all_kept()
             self._release_unfinished()
         self.report.stopped = self.report.stopped or self.stopping
         return self.report

@@ -5,6 +5,7 @@ on its endpoint, redelivered and abandoned chunks, and the concurrency limit."""
 from __future__ import annotations
 
 import itertools
+import time
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -16,9 +17,10 @@ from django.utils import timezone
 from annotation.errors import ApplicationError
 from annotation.models import CandidateAnswer, QAItem
 from evaluation.judges import l3score
+from evaluation.limits import EndpointLimiter, limiter_backend
 from evaluation.models import JudgeChunk, JudgeResult, JudgeRun, RunStatus
 from evaluation.services import engine
-from evaluation.services.endpoints import endpoint_probe
+from evaluation.services.endpoints import endpoint_probe, endpoint_spec
 from evaluation.services.learned import learned_fallback_train
 from evaluation.services.runs import judge_run_create, run_cancel, run_pause, run_progress, run_resume
 from tests.evaluation.engine_support import (
@@ -339,10 +341,21 @@ class ChunkTests(JudgeEngineTestCase):
         self.server.set_latency(0.05)
         run = self.judge()
 
-        process(run)
+        backend = limiter_backend()
+        with mock.patch.object(backend, "try_acquire", wraps=backend.try_acquire) as asked:
+            process(run)
 
         self.assertEqual(run.items_done, ITEMS)
         self.assertEqual(self.server.max_in_flight, 3)
+        # The threads kept their slots for their next requests instead of asking each time
+        # (three asks when no thread ever found the queue empty; a thread that did asks again).
+        self.assertLess(asked.call_count, ITEMS)
+        # And gave them back once nothing was left to send.
+        limiter = EndpointLimiter(endpoint_spec(self.endpoint), backend)
+        deadline = time.monotonic() + 5
+        while limiter.usage().in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(limiter.usage().in_flight, 0)
 
 
 class PauseCancelTests(JudgeEngineTestCase):

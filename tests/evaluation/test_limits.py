@@ -28,6 +28,7 @@ from evaluation.limits import (
     Limits,
     RedisBackend,
     SQLiteBackend,
+    Usage,
     limiter_backend,
     limiter_redis_url,
 )
@@ -129,16 +130,18 @@ def start_times_within(times: list[float], window: float) -> int:
     return most
 
 
+@pytest.mark.parametrize("keep_slots", [False, True], ids=["giving-back", "keeping"])
 @pytest.mark.parametrize("kind", STORES)
-def test_threads_never_exceed_max_concurrent_at_the_server(kind, tmp_path, server):
+def test_threads_never_exceed_max_concurrent_at_the_server(kind, tmp_path, server, keep_slots):
     server.set_latency(0.05)
     with open_store(kind, tmp_path) as store:
         spec = store.spec(server.base_url, max_concurrent=3)
-        limiter = EndpointLimiter(spec, store.backend)
+        limiter = EndpointLimiter(spec, store.backend, keep_slots=keep_slots)
 
         def work() -> None:
             for _ in range(4):
                 chat(spec, QUESTION, limiter=limiter)
+            limiter.release_kept()
 
         threads = [threading.Thread(target=work) for _ in range(12)]
         for thread in threads:
@@ -368,6 +371,100 @@ def test_a_blocked_waiter_gets_the_slot_of_a_killed_holder_within_one_ttl(kind, 
         assert waiter.acquired.wait(3 * ttl), "the dead process's slot never reached the waiter"
         waiter.thread.join(5)
         assert waiter.acquired_at - killed <= ttl + RELEASE_WAIT_SECONDS + 0.3
+
+
+# --- slots kept between one thread's requests ---
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_kept_slot_serves_the_threads_next_requests_without_asking_the_store(kind, tmp_path):
+    with open_store(kind, tmp_path) as store:
+        limiter = EndpointLimiter(store.spec(max_concurrent=2), store.backend, keep_slots=True)
+        with mock.patch.object(store.backend, "try_acquire", wraps=store.backend.try_acquire) as asked:
+            for _ in range(5):
+                with limiter.slot():
+                    assert limiter.usage().in_flight == 1
+        assert asked.call_count == 1
+        assert limiter.usage().in_flight == 1  # kept for the next request
+        limiter.release_kept()
+        assert limiter.usage().in_flight == 0
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_with_a_per_minute_limit_every_request_takes_and_gives_back_its_own_slot(kind, tmp_path):
+    with open_store(kind, tmp_path) as store:
+        spec = store.spec(max_concurrent=2, requests_per_minute=100)
+        limiter = EndpointLimiter(spec, store.backend, keep_slots=True)
+        for _ in range(5):
+            with limiter.slot():
+                pass
+        assert not limiter.keep_slots
+        assert limiter.usage() == Usage(in_flight=0, requests_in_window=5, tokens_in_window=0)
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_request_that_fails_does_not_keep_its_slot(kind, tmp_path):
+    with open_store(kind, tmp_path) as store:
+        limiter = EndpointLimiter(store.spec(max_concurrent=1), store.backend, keep_slots=True)
+        with pytest.raises(RuntimeError), limiter.slot():
+            raise RuntimeError("the request failed")
+        assert limiter.usage().in_flight == 0
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_release_all_kept_gives_back_the_slots_every_thread_kept(kind, tmp_path):
+    with open_store(kind, tmp_path) as store:
+        limiter = EndpointLimiter(store.spec(max_concurrent=3), store.backend, keep_slots=True)
+
+        def request() -> None:
+            with limiter.slot():
+                pass
+
+        threads = [threading.Thread(target=request) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert limiter.usage().in_flight == 3
+        limiter.release_all_kept()
+        assert limiter.usage().in_flight == 0
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_kept_slot_is_given_back_soon_after_another_worker_starts_waiting(kind, tmp_path):
+    """A thread with requests back to back would keep the only slot for ever; a second
+    limiter (another worker, or another run) waiting for it gets it within about
+    CONTENDED_CHECK_SECONDS, after which neither keeps it while the other waits."""
+    with open_store(kind, tmp_path) as store:
+        busy = EndpointLimiter(store.spec(max_concurrent=1), store.backend, keep_slots=True)
+        other = EndpointLimiter(store.spec(max_concurrent=1), store.backend, keep_slots=True)
+        stop = threading.Event()
+        served = {"busy": 0}
+
+        def back_to_back() -> None:
+            while not stop.is_set():
+                with busy.slot():
+                    time.sleep(0.01)
+                served["busy"] += 1
+            busy.release_kept()
+
+        worker = threading.Thread(target=back_to_back, daemon=True)
+        worker.start()
+        try:
+            while served["busy"] < 3:
+                time.sleep(0.01)
+            assert busy.usage().in_flight == 1
+            waiter = Waiter(other)
+            # Usually within CONTENDED_CHECK_SECONDS; then the waiter still races the busy
+            # thread's next request for the slot, as any waiter races a newcomer, and on a
+            # loaded machine may lose a few times.
+            assert waiter.acquired.wait(3), "the kept slot never reached the waiting worker"
+            waiter.thread.join(5)
+        finally:
+            stop.set()
+            worker.join(5)
+        other.release_kept()
+        assert busy.usage().in_flight == 0
 
 
 def test_a_limiter_refuses_a_concurrency_below_one(tmp_path):
