@@ -8,19 +8,23 @@ import hashlib
 import json
 from datetime import timedelta
 from decimal import Decimal
-from types import SimpleNamespace
 from typing import Any
 
 from django.test import TestCase
 from django.utils import timezone
 
-from evaluation.models import JudgeResult, ResponseCache
+from evaluation.models import JudgeResult, ModelEndpoint, ResponseCache
 from evaluation.services.cache import cache_key, request_digest
+from evaluation.services.endpoints import EndpointSettings, KeyChange, endpoint_create
 from evaluation.services.runs import judge_run_create
 from evaluation.services.writes import EncodedJson, rows_insert_ignoring_conflicts, rows_update_pending
-from tests.evaluation.engine_support import SYSTEM, answers, corpus, endpoint_for
+from tests.evaluation.engine_support import API_KEY, SYSTEM, answers, corpus
 
-NOWHERE = SimpleNamespace(base_url="http://127.0.0.1:9/v1")
+
+def nowhere() -> ModelEndpoint:
+    """An endpoint nothing is sent to: these tests write rows as a worker would."""
+    settings = EndpointSettings(name="nowhere", base_url="http://127.0.0.1:9/v1", model="m", supports_logprobs=True)
+    return endpoint_create(settings=settings, key=KeyChange(api_key=API_KEY), created_by=None)
 
 
 class RowsUpdatePendingTests(TestCase):
@@ -28,7 +32,7 @@ class RowsUpdatePendingTests(TestCase):
         dataset = corpus(items=4)
         answers(dataset)
         run = judge_run_create(
-            judge="l3score", endpoint=endpoint_for(NOWHERE), answers_system=SYSTEM, dataset=dataset, split="test"
+            judge="l3score", endpoint=nowhere(), answers_system=SYSTEM, dataset=dataset, split="test"
         )
         self.pks = list(JudgeResult.objects.filter(run=run).order_by("position").values_list("pk", flat=True))
 
