@@ -438,6 +438,18 @@ def backoff_delay(
     return retry_after + rng.uniform(0, min(base_delay, ceiling))
 
 
+_jitters = threading.local()
+
+
+def _jitter() -> random.Random:
+    """This thread's source of backoff jitter, made on its first retry rather than for every
+    request (seeding one reads the system's random source; most requests are never retried)."""
+    source: random.Random | None = getattr(_jitters, "source", None)
+    if source is None:
+        source = _jitters.source = random.Random()  # noqa: S311 - jitter, not cryptography
+    return source
+
+
 def chat(
     spec: EndpointSpec,
     body: Mapping[str, Any],
@@ -458,7 +470,6 @@ def chat(
     or `EndpointUnusable` at once; the exception's ``attempts`` says how many were made."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
-    rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
     estimated = estimate_tokens(body)
     attempt = 0
     while True:
@@ -471,7 +482,7 @@ def chat(
             if attempt >= max_attempts or waits_too_long:
                 raise
             delay = backoff_delay(
-                attempt, retry_after=error.retry_after, base_delay=base_delay, max_delay=max_delay, rng=rng
+                attempt, retry_after=error.retry_after, base_delay=base_delay, max_delay=max_delay, rng=rng or _jitter()
             )
             logger.warning(
                 "endpoint %s: %s (attempt %d of %d); retrying in %.2f s", spec.key, error, attempt, max_attempts, delay
