@@ -221,34 +221,26 @@ class RetryAndErrorTests(JudgeEngineTestCase):
         self.assertEqual((run.items_done, run.items_failed), (ITEMS - 1, 1))
         self.assertIn("not valid JSON", JudgeResult.objects.get(run=run, status="error").error)
 
-    def test_a_reply_with_nan_for_a_number_is_an_error_on_its_item_only(self) -> None:
-        # Python's json module reads NaN; JSON and the database do not.
-        self.server.reset()
-        self.server.script(contains="Candidate answer: Answer 2 \n", reply="Yes", top_logprobs=[("Yes", float("nan"))])
-        self.server.script(contains="Candidate answer:", reply="Yes", top_logprobs=YES)
-        run = self.judge()
+    def test_a_reply_the_database_cannot_store_is_an_error_on_its_item_only(self) -> None:
+        cases: list[tuple[str, list[tuple[str, float]], str]] = [
+            # Python's json module reads NaN; JSON and the database do not.
+            ("Yes", [("Yes", float("nan"))], "not valid JSON (NaN is not a JSON value)"),
+            # Nor does the database store a NUL in text or JSON.
+            ("Y\x00es", YES, "a NUL character"),
+        ]
+        for reply, top_logprobs, message in cases:
+            with self.subTest(message):
+                self.server.reset()
+                self.server.script(contains="Candidate answer: Answer 2 \n", reply=reply, top_logprobs=top_logprobs)
+                self.server.script(contains="Candidate answer:", reply="Yes", top_logprobs=YES)
+                run = self.judge()
 
-        process(run)
+                process(run)
 
-        self.assertEqual((run.status, run.items_done, run.items_failed), (RunStatus.DONE, ITEMS - 1, 1))
-        failed = JudgeResult.objects.get(run=run, status=JudgeResult.Status.ERROR)
-        self.assertEqual(failed.candidate.text, "Answer 2")
-        self.assertIn("not valid JSON", failed.error)
-        self.assertIn("NaN", failed.error)
-
-    def test_a_reply_holding_a_nul_character_is_an_error_on_its_item_only(self) -> None:
-        # The database stores no NUL in text or JSON.
-        self.server.reset()
-        self.server.script(contains="Candidate answer: Answer 2 \n", reply="Y\x00es", top_logprobs=YES)
-        self.server.script(contains="Candidate answer:", reply="Yes", top_logprobs=YES)
-        run = self.judge()
-
-        process(run)
-
-        self.assertEqual((run.status, run.items_done, run.items_failed), (RunStatus.DONE, ITEMS - 1, 1))
-        failed = JudgeResult.objects.get(run=run, status=JudgeResult.Status.ERROR)
-        self.assertEqual(failed.candidate.text, "Answer 2")
-        self.assertIn("NUL character", failed.error)
+                self.assertEqual((run.status, run.items_done, run.items_failed), (RunStatus.DONE, ITEMS - 1, 1))
+                failed = JudgeResult.objects.get(run=run, status=JudgeResult.Status.ERROR)
+                self.assertEqual(failed.candidate.text, "Answer 2")
+                self.assertIn(message, failed.error)
 
     def test_a_refused_api_key_fails_the_run_and_resuming_after_the_fix_scores_each_item_once(self) -> None:
         self.server.api_key = "a-different-key"
