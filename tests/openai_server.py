@@ -70,7 +70,7 @@ class Fault:
     disconnect: bool = False
     malformed: bool = False
     missing_logprobs: bool = False
-    body: dict[str, Any] | None = None
+    body: dict[str, Any] | str | None = None
 
 
 def prompt_text(body: dict[str, Any]) -> str:
@@ -215,15 +215,15 @@ class OpenAIServer:
         disconnect: bool = False,
         malformed: bool = False,
         missing_logprobs: bool = False,
-        body: dict[str, Any] | None = None,
+        body: dict[str, Any] | str | None = None,
     ) -> None:
         """The next ``count`` requests fail this way (queued after faults already pending).
         ``status`` answers with that HTTP status (``retry_after`` adds the header, seconds
         or an HTTP date); ``timeout`` hangs until the client gives up; ``disconnect`` closes
         the connection without a response; ``malformed`` answers 200 with a body that is
         not JSON; ``missing_logprobs`` answers normally but without log-probabilities;
-        ``body`` answers with that JSON object instead of a completion (with ``status``,
-        else 200)."""
+        ``body`` answers with that JSON object, or that text as it is, instead of a
+        completion (with ``status``, else 200)."""
         kinds = [status is not None or body is not None, timeout, disconnect, malformed, missing_logprobs]
         if sum(kinds) != 1:
             raise ValueError(
@@ -464,7 +464,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         if fault is not None and fault.status is not None and fault.body is not None:
-            self._json(fault.status, fault.body)
+            self._body(fault.status, fault.body)
             return
         if fault is not None and fault.status is not None:
             self._fault_status(fault)
@@ -478,7 +478,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b'{"id": "chatcmpl-broken", "choices": [', "application/json")
             return
         if fault is not None and fault.body is not None:
-            self._json(200, fault.body)
+            self._body(200, fault.body)
             return
         missing = fault is not None and fault.missing_logprobs
         self._json(200, owner.completion(body, rule, missing_logprobs=missing))
@@ -539,6 +539,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str, code: str, *, headers: dict[str, str] | None = None) -> None:
         payload = {"error": {"message": message, "type": code, "param": None, "code": code}}
         self._json(status, payload, headers=headers)
+
+    def _body(self, status: int, body: dict[str, Any] | str) -> None:
+        if isinstance(body, str):
+            self._send(status, body.encode("utf-8"), "application/json")
+        else:
+            self._json(status, body)
 
     def _json(self, status: int, payload: object, *, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps(payload).encode("utf-8"), "application/json", headers=headers)

@@ -231,7 +231,7 @@ def _result(
     if status != 200:
         raise _status_error(spec, status, headers, text)
     try:
-        raw = json.loads(text, parse_constant=_refuse_constant)
+        raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except ValueError as error:
         raise ItemError(
             f"the endpoint answered 200 but the body is not valid JSON ({error})", status=status, body=_cut(text)
@@ -254,6 +254,15 @@ def _result(
 def _refuse_constant(name: str) -> None:
     """Python's json reads NaN and Infinity; JSON, and so the database, has no such values."""
     raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    """A number too large for a float (1e999) would be read as an infinity, which no JSON
+    written back (a judge's detail, the top log-probabilities) could hold."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range for a number")
+    return value
 
 
 def _unstorable_text(value: object) -> str:

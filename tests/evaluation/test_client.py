@@ -197,6 +197,15 @@ def test_nan_or_infinity_for_a_number_is_malformed_json(server):
         chat_once(spec_for(server), {**QUESTION, "logprobs": True, "top_logprobs": 1})
 
 
+def test_a_number_beyond_a_floats_range_is_malformed_json(server):
+    body = (
+        '{"choices": [{"message": {"content": "Yes"}, "logprobs": {"content": [{"token": "Yes", "logprob": -1e999}]}}]}'
+    )
+    server.fail_next(body=body)
+    with pytest.raises(ItemError, match=re.escape("not valid JSON (-1e999 is out of range for a number)")):
+        chat_once(spec_for(server), QUESTION)
+
+
 @pytest.mark.parametrize(
     ("content", "found"),
     [("Ye\x00s", "a NUL character"), ("Yes \ud800", "an unpaired UTF-16 surrogate")],

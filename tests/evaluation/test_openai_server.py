@@ -172,6 +172,11 @@ def test_a_body_fault_answers_200_with_that_json(server):
     assert completion(server, user("q")) == {"choices": []}
 
 
+def test_a_text_body_fault_is_sent_as_it_is(server):
+    server.fail_next(body='{"n": 1e999}')
+    assert post(server, user("q"))[2] == b'{"n": 1e999}'
+
+
 def test_a_body_fault_with_a_status_answers_that_status_with_that_json(server):
     server.fail_next(status=400, body={"error": {"message": "no"}})
     status, _headers, data = post(server, user("q"))
