@@ -160,9 +160,10 @@ class EndpointLimiter:
     With ``keep_slots`` (and no per-minute limits, which count every request), a thread whose
     request succeeded keeps its slot for its next request instead of giving it back and
     taking it again: two round trips to the store fewer per request. The owner of the
-    threads must call `release_kept` when a thread has no next request at hand; a kept slot
-    is given back anyway as soon as anybody waits for one (`LimiterBackend.contended`), so
-    keeping never starves another worker or run."""
+    threads must call `release_kept` when a thread has no next request at hand. Once anybody
+    waits for a slot (`LimiterBackend.contended`, read at most every CONTENDED_CHECK_SECONDS),
+    slots are given back after each request again, so keeping does not shut out another
+    worker or run."""
 
     def __init__(
         self,
