@@ -28,10 +28,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def cache_key(*, base_url: str, body: dict[str, Any], salt: str = "") -> str:
-    return request_digest(base_url=base_url, body=body, salt=salt)[0]
-
-
 def request_digest(*, base_url: str, body: dict[str, Any], salt: str = "") -> tuple[str, str]:
     """The cache key of a request, and the request body's canonical JSON (keys sorted, no
     spaces), which is stored with its result so it is encoded once. The key is the SHA-256

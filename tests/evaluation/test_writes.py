@@ -14,7 +14,7 @@ from django.test import TestCase
 from django.utils import timezone
 
 from evaluation.models import JudgeResult, ModelEndpoint, ResponseCache
-from evaluation.services.cache import cache_key, request_digest
+from evaluation.services.cache import request_digest
 from evaluation.services.endpoints import EndpointSettings, KeyChange, endpoint_create
 from evaluation.services.runs import judge_run_create
 from evaluation.services.writes import EncodedJson, rows_insert_ignoring_conflicts, rows_update_pending
@@ -125,6 +125,5 @@ class RequestDigestTests(TestCase):
         key, encoded = request_digest(base_url="http://h/v1", body=body, salt="round-1")
 
         self.assertEqual(key, expected)
-        self.assertEqual(cache_key(base_url="http://h/v1", body=body, salt="round-1"), expected)
         self.assertEqual(json.loads(encoded), body)
         self.assertEqual(encoded, json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
